@@ -1,0 +1,172 @@
+"""The engine's front door: presets + prepared models + pipelines + race, no UI.
+
+    arena = Arena.create()
+    for event in arena.run(RaceRequest(prompt="…")):
+        ...  # ChunkEvent / DoneEvent / StatusEvent
+    summary = arena.summarize(results, request)
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterator, Optional, Union
+
+from .errors import DemoError
+from .metrics import SideStats, acceptance_rate, equality_verdict, side_stats, speedup
+from .prepare import PreparedPair, prepare_preset
+from .presets import PresetFile, load_presets
+from .race import ChunkEvent, DoneEvent, race, sequential
+from .settings import (
+    MAX_PROMPT_CHARS, GenerationSettings, Mode, PipelineOptions, cpu_cores, race_threads,
+)
+from .sources import ModelStore
+from .streaming import BASELINE, SPECULATIVE
+
+
+@dataclass(frozen=True)
+class StatusEvent:
+    """Something slow is happening before tokens flow (preparing, loading, warming up)."""
+
+    message: str
+
+
+@dataclass(frozen=True)
+class RaceRequest:
+    prompt: str
+    preset: Optional[str] = None  # None = the default preset
+    settings: GenerationSettings = field(default_factory=GenerationSettings)
+    options: PipelineOptions = field(default_factory=PipelineOptions)
+    mode: Mode = "race"
+
+
+@dataclass(frozen=True)
+class Summary:
+    baseline: SideStats
+    speculative: SideStats
+    speedup: Optional[float]
+    acceptance_rate: Optional[float]   # OpenVINO's accepted ÷ drafted
+    accepted_tokens: Optional[int]     # OpenVINO's count
+    verdict: str
+    how: str                           # how the race was run, in words
+    errors: dict
+
+
+def how_it_ran(mode: Mode, options: PipelineOptions, method: str, threads: Optional[int]) -> str:
+    cores = cpu_cores()
+    devices = f"main on {options.main_device}"
+    if method == "draft":
+        devices += f", draft on {options.draft_device}"
+    else:
+        devices += ", prompt lookup (no draft)"
+    precision = "exact mode (f32)" if options.exact else "default precision"
+    if mode == "race":
+        split = (f"both pipelines at once, {threads} thread{'s' if threads != 1 else ''} each "
+                 f"of {cores} core{'s' if cores != 1 else ''}, CPU pinning off")
+    else:
+        split = f"fair mode: each pipeline alone with all {cores} cores, then replayed side by side"
+    return f"{split}; {devices}; {precision}"
+
+
+class Arena:
+    def __init__(self, presets: PresetFile, store: ModelStore, cache=None):
+        from .pipelines import PipelineCache
+
+        self.presets = presets
+        self.store = store
+        self.cache = cache or PipelineCache()
+        self._prepared: dict[str, PreparedPair] = {}
+        self._prepare_lock = threading.Lock()
+
+    @classmethod
+    def create(cls, models_yaml: Optional[Path] = None, cache_dir: Optional[Path] = None) -> "Arena":
+        return cls(load_presets(models_yaml), ModelStore(cache_dir))
+
+    def devices(self) -> list[str]:
+        from .pipelines import available_devices
+
+        return available_devices()
+
+    def prepare(self, preset_name: Optional[str], status: Callable[[str], None] = lambda m: None) -> PreparedPair:
+        preset = self.presets.get(preset_name)
+        with self._prepare_lock:
+            if preset.name not in self._prepared:
+                def progress(stage: str, done: float, total: float) -> None:
+                    status(f"{stage}: {100 * done / total:.0f}%" if total else f"{stage}…")
+
+                self._prepared[preset.name] = prepare_preset(preset, self.store, progress)
+            return self._prepared[preset.name]
+
+    def runners(self, request: RaceRequest, status: Callable[[str], None] = lambda m: None) -> dict:
+        pair = self.prepare(request.preset, status)
+        threads = race_threads() if request.mode == "race" else None
+        options = request.options.with_threads(threads)
+        return self.cache.get(pair.main, pair.draft, request.settings.method, options, status)
+
+    def run(self, request: RaceRequest, stop: Optional[threading.Event] = None) -> Iterator[Union[StatusEvent, ChunkEvent, DoneEvent]]:
+        """Validate, prepare and load (with StatusEvents), then race or run sequentially."""
+        prompt = validate_prompt(request.prompt)
+        settings = request.settings.validated()
+        statuses: list[str] = []
+        # Loading happens in this thread; status messages are yielded as they come.
+        for message in _status_stream(lambda status: self.runners(request, status), statuses):
+            yield StatusEvent(message)
+        runners = statuses.pop() if statuses else None  # _status_stream leaves the result here
+        stream = race if request.mode == "race" else sequential
+        yield from stream(runners, prompt, settings, stop)
+
+    def summarize(self, results: dict, request: RaceRequest) -> Summary:
+        base, spec = results[BASELINE], results[SPECULATIVE]
+        b = side_stats(base.chunks, base.start, base.end)
+        s = side_stats(spec.chunks, spec.start, spec.end)
+        threads = race_threads() if request.mode == "race" else None
+        return Summary(
+            baseline=b,
+            speculative=s,
+            speedup=speedup(b, s) if not (base.error or spec.error) else None,
+            acceptance_rate=acceptance_rate(spec.ov_accepted_tokens, spec.ov_draft_tokens),
+            accepted_tokens=spec.ov_accepted_tokens,
+            verdict=equality_verdict(base.token_ids, spec.token_ids),
+            how=how_it_ran(request.mode, request.options, request.settings.method, threads),
+            errors={side: r.error for side, r in results.items() if r.error},
+        )
+
+
+def validate_prompt(prompt: Optional[str]) -> str:
+    if prompt is None or not prompt.strip():
+        raise DemoError("The prompt is empty; type a question or pick an example.")
+    if len(prompt) > MAX_PROMPT_CHARS:
+        raise DemoError(
+            f"The prompt is {len(prompt):,} characters long; the limit is {MAX_PROMPT_CHARS:,}, so shorten it."
+        )
+    return prompt
+
+
+def _status_stream(work: Callable[[Callable[[str], None]], object], out: list) -> Iterator[str]:
+    """Run `work(status)` in a thread and yield each status message as it is reported.
+
+    The result is appended to `out`; an exception in `work` is re-raised here.
+    """
+    import queue
+
+    q: "queue.Queue" = queue.Queue()
+    done = object()
+    box: dict = {}
+
+    def target():
+        try:
+            box["result"] = work(q.put)
+        except BaseException as e:  # re-raised in the consumer's thread below
+            box["error"] = e
+        finally:
+            q.put(done)
+
+    t = threading.Thread(target=target, name="arena-load", daemon=True)
+    t.start()
+    while (item := q.get()) is not done:
+        yield item
+    t.join()
+    if "error" in box:
+        raise box["error"]
+    out.append(box["result"])

