@@ -17,7 +17,7 @@ from .errors import DemoError
 from .metrics import SideStats, acceptance_rate, equality_verdict, side_stats, speedup
 from .prepare import PreparedPair, prepare_preset
 from .presets import PresetFile, load_presets
-from .race import ChunkEvent, DoneEvent, race, sequential
+from .race import ChunkEvent, DoneEvent, StartEvent, race, sequential
 from .settings import (
     MAX_PROMPT_CHARS, GenerationSettings, Mode, PipelineOptions, cpu_cores, race_threads,
 )
@@ -104,17 +104,23 @@ class Arena:
         options = request.options.with_threads(threads)
         return self.cache.get(pair.main, pair.draft, request.settings.method, options, status)
 
-    def run(self, request: RaceRequest, stop: Optional[threading.Event] = None) -> Iterator[Union[StatusEvent, ChunkEvent, DoneEvent]]:
+    def run(self, request: RaceRequest, stop: Optional[threading.Event] = None) -> Iterator[Union[StatusEvent, StartEvent, ChunkEvent, DoneEvent]]:
         """Validate, prepare and load (with StatusEvents), then race or run sequentially."""
         prompt = validate_prompt(request.prompt)
         settings = request.settings.validated()
-        statuses: list[str] = []
-        # Loading happens in this thread; status messages are yielded as they come.
-        for message in _status_stream(lambda status: self.runners(request, status), statuses):
+        loaded: list = []
+        for message in self.load_with_status(request, loaded):
             yield StatusEvent(message)
-        runners = statuses.pop() if statuses else None  # _status_stream leaves the result here
         stream = race if request.mode == "race" else sequential
-        yield from stream(runners, prompt, settings, stop)
+        yield from stream(loaded[0], prompt, settings, stop)
+
+    def load_with_status(self, request: RaceRequest, out: Optional[list] = None) -> Iterator[str]:
+        """Prepare and load the request's pipelines, yielding status messages meanwhile.
+
+        The runners are appended to `out`. Work happens in a helper thread so that a page
+        can show each message as it comes instead of freezing.
+        """
+        yield from _status_stream(lambda status: self.runners(request, status), out if out is not None else [])
 
     def summarize(self, results: dict, request: RaceRequest) -> Summary:
         base, spec = results[BASELINE], results[SPECULATIVE]

@@ -28,6 +28,14 @@ class Runner(Protocol):
 
 
 @dataclass(frozen=True)
+class StartEvent:
+    """A side called generate() at time `t` (perf_counter): its clock starts here."""
+
+    side: str
+    t: float
+
+
+@dataclass(frozen=True)
 class ChunkEvent:
     side: str
     chunk: Chunk
@@ -40,7 +48,7 @@ class DoneEvent:
     result: object  # pipelines.RunResult (or a test double with the same fields)
 
 
-Event = Union[ChunkEvent, DoneEvent]
+Event = Union[StartEvent, ChunkEvent, DoneEvent]
 
 # Max time to wait for a side's thread after Stop; generate() returns within one step
 # of the streamer answering CANCEL.
@@ -56,6 +64,7 @@ def _run_side(runner: Runner, prompt: str, settings: GenerationSettings, stop: t
         return not stop.is_set()
 
     start = time.perf_counter()
+    emit(StartEvent(runner.side, start))
     try:
         result = runner.run(prompt, settings, on_chunk)
     except DemoError as e:
@@ -94,7 +103,8 @@ def race(runners: dict, prompt: str, settings: GenerationSettings,
             yield event
     finally:
         # Runs on normal end, on Stop, and when the consumer goes away (tab closed).
-        stop.set()
+        if pending:
+            stop.set()
         for t in threads:
             t.join(JOIN_TIMEOUT_S)
 

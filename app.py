@@ -1,0 +1,61 @@
+"""Speculative decoding arena: run with `python app.py`, open http://127.0.0.1:7860.
+
+Hugging Face Spaces imports this file and finds the module-level `demo`.
+"""
+
+import os
+
+# Nothing on the page needs the outside world; keep Gradio and huggingface_hub from trying.
+os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+
+import argparse
+import sys
+
+from demo.arena import Arena
+from demo.errors import DemoError
+from demo.render import CSS
+from demo.ui import THEME, build_demo
+
+# Gradio's queue: one race at a time (two pipelines already share the CPU), and at most
+# this many visitors waiting; the page shows each waiting visitor their place in line.
+MAX_QUEUE = 16
+
+
+def make_demo(preset=None, models=None, cache_dir=None):
+    arena = Arena.create(models, cache_dir)
+    if preset is not None:
+        arena.presets.get(preset)  # an unknown name fails here, with the list of choices
+        arena.presets = arena.presets.model_copy(update={"default": preset})
+    return build_demo(arena).queue(default_concurrency_limit=1, max_size=MAX_QUEUE)
+
+
+def launch(demo, host="127.0.0.1", port=7860, share=False, **kwargs):
+    return demo.launch(server_name=host, server_port=port, share=share, theme=THEME, css=CSS,
+                       show_error=False, **kwargs)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description="Speculative decoding arena (OpenVINO GenAI + Gradio)")
+    ap.add_argument("--host", default=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
+                    help="address to bind (default 127.0.0.1; use 0.0.0.0 to serve your network)")
+    ap.add_argument("--port", type=int, default=int(os.environ.get("GRADIO_SERVER_PORT", 7860)))
+    ap.add_argument("--preset", help="preset to show first (default: models.yaml's default)")
+    ap.add_argument("--models", help="path to models.yaml")
+    ap.add_argument("--cache-dir", help="prepared-model cache (default $SPECDEC_CACHE_DIR or ~/.cache/speculative-arena)")
+    ap.add_argument("--share", action="store_true", help="also create a public gradio.live link (off by default)")
+    args = ap.parse_args(argv)
+    try:
+        app = make_demo(args.preset, args.models, args.cache_dir)
+    except DemoError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    launch(app, args.host, args.port, args.share)
+    return 0
+
+
+if __name__ == "__main__":
+    # Hugging Face Spaces runs this too; it sets GRADIO_SERVER_NAME=0.0.0.0 for us.
+    sys.exit(main())
+else:
+    demo = make_demo()  # for importers: Spaces' reload mode, tests, embedding

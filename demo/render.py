@@ -1,0 +1,162 @@
+"""HTML for the page: panels, stats, summary, chart. Pure functions, no Gradio, no OpenVINO.
+
+Model output is untrusted: every piece of it goes through html.escape, so `<script>` or
+`<img onerror=…>` in an answer shows up as text and never runs.
+"""
+
+from __future__ import annotations
+
+import html
+from typing import Optional, Sequence
+
+from .metrics import SideStats
+from .streaming import Chunk
+
+# Colours from Okabe–Ito, readable for colour-blind visitors.
+ACCEPTED_COLOUR = "#56B4E9"  # tokens the draft guessed and the main model accepted
+MAIN_COLOUR = "#E69F00"      # the token the main model produced itself in that step
+BASELINE_COLOUR = "#999999"
+SPECULATIVE_COLOUR = "#0072B2"
+
+
+def _esc(text: str) -> str:
+    return html.escape(text, quote=True)
+
+
+def baseline_html(chunks: Sequence[Chunk], placeholder: str = "") -> str:
+    text = "".join(c.text for c in chunks)
+    body = _esc(text) if text else f'<span class="placeholder">{_esc(placeholder)}</span>'
+    return f'<div class="panel-text">{body}</div>'
+
+
+def speculative_html(chunks: Sequence[Chunk], placeholder: str = "") -> str:
+    """One <span class=step> per main-model step: accepted guesses, then the main token."""
+    if not chunks:
+        return f'<div class="panel-text"><span class="placeholder">{_esc(placeholder)}</span></div>'
+    parts = []
+    for i, c in enumerate(chunks):
+        rest = c.text[len(c.accepted_text):] if c.text.startswith(c.accepted_text) else c.text
+        acc = c.accepted_text if c.text.startswith(c.accepted_text) else ""
+        inner = ""
+        if c.accepted:
+            inner += f'<span class="tok-accepted" data-n="{c.accepted}">{_esc(acc)}</span>'
+        inner += f'<span class="tok-main">{_esc(rest)}</span>'
+        parts.append(f'<span class="step" title="step {i + 1}: {c.accepted} accepted + 1 from the main model">{inner}</span>')
+    return f'<div class="panel-text">{"".join(parts)}</div>'
+
+
+def stats_html(stats: Optional[SideStats], note: str = "") -> str:
+    if stats is None or stats.tokens == 0:
+        return f'<div class="stats">{_esc(note) or "&nbsp;"}</div>'
+    cells = [
+        ("tokens", f"{stats.tokens}"),
+        ("elapsed", f"{stats.elapsed_s:.1f} s"),
+        ("tok/s", f"{stats.tokens_per_s:.1f}"),
+        ("TTFT", f"{stats.ttft_s * 1000:.0f} ms" if stats.ttft_s is not None else "–"),
+    ]
+    body = "".join(f'<span class="stat"><b>{v}</b> {k}</span>' for k, v in cells)
+    if note:
+        body += f'<span class="stat note">{_esc(note)}</span>'
+    return f'<div class="stats">{body}</div>'
+
+
+def summary_html(summary) -> str:
+    """The verdict line after both sides finished (demo.arena.Summary)."""
+    rows = []
+    if summary.speedup is not None:
+        rows.append(f'<span class="big">{summary.speedup:.2f}×</span> speedup '
+                    f'({summary.speculative.tokens_per_s:.1f} vs {summary.baseline.tokens_per_s:.1f} tok/s)')
+    s = summary.speculative
+    if s.steps:
+        rows.append(f"{s.accepted} draft tokens accepted; {s.tokens_per_step:.2f} tokens per main-model step")
+    if summary.acceptance_rate is not None:
+        rows.append(f"acceptance rate {summary.acceptance_rate * 100:.0f}% (OpenVINO's count of accepted ÷ drafted)")
+    rows.append(f"outputs: {_esc(summary.verdict)}")
+    for side, err in summary.errors.items():
+        rows.append(f'<span class="error">{_esc(side)} failed: {_esc(err)}</span>')
+    rows.append(f'<span class="how">{_esc(summary.how)}</span>')
+    return '<div class="summary">' + "<br>".join(rows) + "</div>"
+
+
+def race_chart_svg(series: dict, width: int = 640, height: int = 180) -> str:
+    """Tokens generated over time, one line per side: the lines separate as the race goes.
+
+    `series` maps side name -> list of (seconds since start, cumulative tokens).
+    """
+    colours = {"baseline": BASELINE_COLOUR, "speculative": SPECULATIVE_COLOUR}
+    points = [p for s in series.values() for p in s]
+    if not points:
+        return '<div class="chart empty">the race chart appears when tokens flow</div>'
+    pad_l, pad_b, pad_t, pad_r = 40, 24, 10, 110
+    max_t = max(p[0] for p in points) or 1.0
+    max_n = max(p[1] for p in points) or 1
+    sx = lambda t: pad_l + t / max_t * (width - pad_l - pad_r)
+    sy = lambda n: height - pad_b - n / max_n * (height - pad_b - pad_t)
+    out = [f'<svg class="race-chart" viewBox="0 0 {width} {height}" width="100%" role="img" '
+           f'aria-label="tokens over time">',
+           f'<line x1="{pad_l}" y1="{height - pad_b}" x2="{width - pad_r}" y2="{height - pad_b}" stroke="#888"/>',
+           f'<line x1="{pad_l}" y1="{pad_t}" x2="{pad_l}" y2="{height - pad_b}" stroke="#888"/>',
+           f'<text x="{pad_l}" y="{height - 6}" font-size="11" fill="#888">0 s</text>',
+           f'<text x="{width - pad_r}" y="{height - 6}" font-size="11" fill="#888" text-anchor="end">{max_t:.1f} s</text>',
+           f'<text x="{pad_l - 4}" y="{pad_t + 8}" font-size="11" fill="#888" text-anchor="end">{max_n}</text>']
+    for side, pts in series.items():
+        if not pts:
+            continue
+        path = " ".join(f"{sx(t):.1f},{sy(n):.1f}" for t, n in [(0.0, 0)] + list(pts))
+        colour = colours.get(side, "#333")
+        out.append(f'<polyline class="line-{side}" fill="none" stroke="{colour}" stroke-width="2.5" points="{path}"/>')
+        t, n = pts[-1]
+        out.append(f'<text x="{sx(t) + 6:.1f}" y="{sy(n) + 4:.1f}" font-size="12" fill="{colour}">{side} {n}</text>')
+    out.append("</svg>")
+    return "".join(out)
+
+
+def acceptance_histogram_svg(chunks: Sequence[Chunk], width: int = 320, height: int = 140) -> str:
+    """How many draft tokens each main-model step accepted (steps after the first)."""
+    counts: dict[int, int] = {}
+    for c in chunks[1:]:
+        counts[c.accepted] = counts.get(c.accepted, 0) + 1
+    if not counts:
+        return ""
+    max_k = max(counts)
+    top = max(counts.values())
+    bar_w = (width - 40) / (max_k + 1)
+    out = [f'<svg class="accept-hist" viewBox="0 0 {width} {height}" width="{width}" role="img" '
+           f'aria-label="accepted tokens per step">']
+    for k in range(max_k + 1):
+        n = counts.get(k, 0)
+        h = n / top * (height - 40)
+        x = 30 + k * bar_w
+        out.append(f'<rect x="{x + 2:.1f}" y="{height - 20 - h:.1f}" width="{bar_w - 4:.1f}" height="{h:.1f}" fill="{ACCEPTED_COLOUR}"/>')
+        out.append(f'<text x="{x + bar_w / 2:.1f}" y="{height - 6}" font-size="11" text-anchor="middle" fill="#888">{k}</text>')
+        if n:
+            out.append(f'<text x="{x + bar_w / 2:.1f}" y="{height - 24 - h:.1f}" font-size="11" text-anchor="middle" fill="#888">{n}</text>')
+    out.append(f'<text x="{width / 2}" y="12" font-size="11" text-anchor="middle" fill="#888">accepted draft tokens per step</text></svg>')
+    return "".join(out)
+
+
+CSS = f"""
+.panel-text {{ white-space: pre-wrap; font-family: ui-monospace, SFMono-Regular, Menlo, monospace;
+  font-size: 14px; min-height: 16em; max-height: 28em; overflow-y: auto; padding: 8px;
+  border: 1px solid var(--border-color-primary); border-radius: 6px; }}
+.placeholder {{ color: var(--body-text-color-subdued); font-style: italic; }}
+.tok-accepted {{ background: {ACCEPTED_COLOUR}40; border-bottom: 2px solid {ACCEPTED_COLOUR}; }}
+.tok-main {{ background: {MAIN_COLOUR}40; border-bottom: 2px solid {MAIN_COLOUR}; }}
+.show-steps .step {{ outline: 1px dashed #888; margin-right: 1px; }}
+.legend span {{ padding: 0 4px; margin-right: 8px; }}
+.stats {{ display: flex; gap: 14px; flex-wrap: wrap; font-size: 14px; min-height: 1.6em; }}
+.stat b {{ font-size: 18px; }}
+.stat.note {{ color: var(--body-text-color-subdued); }}
+.summary {{ font-size: 15px; line-height: 1.7; }}
+.summary .big {{ font-size: 28px; font-weight: 700; color: {SPECULATIVE_COLOUR}; }}
+.summary .how {{ color: var(--body-text-color-subdued); font-size: 13px; }}
+.summary .error {{ color: #D55E00; }}
+.chart.empty {{ color: var(--body-text-color-subdued); font-size: 13px; }}
+"""
+
+LEGEND_HTML = (
+    '<div class="legend">'
+    f'<span class="tok-accepted">guessed by the draft, accepted</span>'
+    f'<span class="tok-main">produced by the main model itself</span>'
+    "</div>"
+)

@@ -1,0 +1,294 @@
+"""The arena page (Gradio 6). Knows the engine's facade (demo.arena), not OpenVINO.
+
+One click starts ONE event handler that consumes the engine's merged race stream and
+updates both panels. (Two listeners on one click would run one after the other in the
+browser, so the panels would not stream at the same time.)
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Optional
+
+import gradio as gr
+
+from . import render
+from .arena import Arena, RaceRequest, StatusEvent
+from .errors import DemoError
+from .metrics import side_stats
+from .race import ChunkEvent, DoneEvent, StartEvent, replay
+from .settings import MAX_PROMPT_CHARS, GenerationSettings, PipelineOptions
+from .streaming import BASELINE, SIDES, SPECULATIVE, Chunk
+
+# Updates are sent at most this often; chunks arriving in between are batched, so a fast
+# small model does not flood the browser. 50 ms is below what the eye notices.
+MIN_UPDATE_INTERVAL_S = 0.05
+
+THEME = gr.themes.Soft()
+
+
+@dataclass
+class _Side:
+    chunks: list = field(default_factory=list)
+    start: Optional[float] = None  # when this side's generate() started (perf_counter)
+    end: Optional[float] = None    # when it returned; None while running
+    placeholder: str = ""
+    note: str = ""
+
+    def series(self) -> list:
+        if self.start is None:
+            return []
+        n, pts = 0, []
+        for c in self.chunks:
+            n += len(c.token_ids)
+            pts.append((c.t - self.start, n))
+        return pts
+
+
+class RaceView:
+    """What the page shows during one run; turns engine state into component values.
+
+    Only sides marked dirty are re-rendered, so a side's counters move only when that
+    side receives tokens.
+    """
+
+    def __init__(self):
+        self.sides = {s: _Side(placeholder="loading…") for s in SIDES}
+        self.dirty = set(SIDES)
+        self.status = ""
+        self.summary = ""
+        self.histogram = ""
+
+    def outputs(self, components: dict) -> dict:
+        out = {}
+        for side in self.dirty:
+            s = self.sides[side]
+            html = render.baseline_html if side == BASELINE else render.speculative_html
+            out[components[f"{side}-output"]] = html(s.chunks, s.placeholder)
+            stats = side_stats(s.chunks, s.start, s.end) if s.start is not None else None
+            out[components[f"{side}-stats"]] = render.stats_html(stats, s.note)
+        self.dirty.clear()
+        out[components["chart"]] = render.race_chart_svg({k: v.series() for k, v in self.sides.items()}) + self.histogram
+        out[components["status"]] = self.status
+        out[components["summary"]] = self.summary
+        return out
+
+
+class _Throttle:
+    def __init__(self, interval: float = MIN_UPDATE_INTERVAL_S):
+        self.interval, self.last = interval, 0.0
+
+    def ready(self) -> bool:
+        now = time.perf_counter()
+        if now - self.last >= self.interval:
+            self.last = now
+            return True
+        return False
+
+
+def _request(prompt, preset, main_device, draft_device, method, assistant_tokens, use_threshold,
+             threshold, max_new_tokens, sampling, temperature, top_p, exact, mode) -> RaceRequest:
+    settings = GenerationSettings(
+        max_new_tokens=int(max_new_tokens),
+        method="prompt_lookup" if method == "prompt lookup" else "draft",
+        assistant_tokens=None if use_threshold else int(assistant_tokens),
+        confidence_threshold=float(threshold) if use_threshold else None,
+        sampling=bool(sampling), temperature=float(temperature), top_p=float(top_p),
+    )
+    options = PipelineOptions(main_device=main_device, draft_device=draft_device, exact=bool(exact))
+    return RaceRequest(prompt=prompt, preset=preset, settings=settings, options=options,
+                       mode="fair" if mode.startswith("fair") else "race")
+
+
+def build_demo(arena: Arena) -> gr.Blocks:
+    presets = arena.presets
+    default = presets.get(None)
+    devices = arena.devices()
+    choices = [(f"{name} — {p.description}", name) for name, p in presets.presets.items()]
+
+    with gr.Blocks(title="Speculative decoding arena") as demo:
+        gr.Markdown(
+            "# Speculative decoding arena\n"
+            "The same prompt goes through the **main model alone** (left) and the **main model checking "
+            "guesses from a small draft model** (right), both on OpenVINO GenAI. The right side usually "
+            "finishes first: the main model verifies several guessed tokens in one step."
+        )
+        with gr.Row():
+            prompt = gr.Textbox(label="Prompt", lines=3, max_length=MAX_PROMPT_CHARS, elem_id="prompt",
+                                placeholder="Ask something, or pick an example below", scale=5)
+            with gr.Column(scale=1, min_width=140):
+                run = gr.Button("Run", variant="primary", elem_id="run")
+                stop = gr.Button("Stop", variant="stop", elem_id="stop")
+        examples = gr.Dataset(components=[prompt], samples=[[e] for e in default.examples],
+                              label="Examples", elem_id="examples")
+        status = gr.Markdown("", elem_id="status")
+        with gr.Row(equal_height=True):
+            with gr.Column():
+                gr.Markdown("### Baseline (main model)")
+                base_out = gr.HTML(render.baseline_html([], "waiting for a prompt"), elem_id="baseline-output")
+                base_stats = gr.HTML(render.stats_html(None), elem_id="baseline-stats")
+            with gr.Column():
+                gr.Markdown("### Speculative (main + draft)")
+                spec_out = gr.HTML(render.speculative_html([], "waiting for a prompt"), elem_id="speculative-output")
+                spec_stats = gr.HTML(render.stats_html(None), elem_id="speculative-stats")
+                with gr.Row():
+                    gr.HTML(render.LEGEND_HTML)
+                    show_steps = gr.Checkbox(label="show step boundaries", value=False, elem_id="show-steps")
+        summary = gr.HTML("", elem_id="summary")
+        chart = gr.HTML(render.race_chart_svg({}), elem_id="chart")
+        with gr.Accordion("What am I looking at?", open=False):
+            gr.Markdown(
+                "Each step, the draft model guesses a few tokens; the main model checks them all in one "
+                "pass and keeps the longest correct prefix, then adds one token of its own. "
+                "<span class='tok-accepted'>Blue</span> text was guessed by the draft (or copied from the "
+                "prompt, with prompt lookup) and accepted; <span class='tok-main'>orange</span> is the token "
+                "the main model produced itself in that step. With greedy decoding the two answers should be "
+                "the same, but outside exact mode the multi-token check can run with other kernels and lower "
+                "precision, so a near-tie may flip and the answers diverge from there; exact mode (f32) "
+                "removes that, at some speed cost."
+            )
+        with gr.Accordion("Settings", open=False):
+            with gr.Row():
+                preset = gr.Dropdown(choices, value=default.name, label="Model pair (preset)", elem_id="preset")
+                mode = gr.Radio(["race: both at once", "fair: each alone, then replayed"],
+                                value="race: both at once", label="How to run", elem_id="mode")
+            with gr.Row():
+                main_device = gr.Dropdown(devices, value=devices[0], label="Main model device", elem_id="main-device")
+                draft_device = gr.Dropdown(devices, value=devices[0], label="Draft model device", elem_id="draft-device")
+                method = gr.Radio(["draft model", "prompt lookup"], value="draft model",
+                                  label="Speculative method", elem_id="method")
+            with gr.Row():
+                assistant_tokens = gr.Slider(1, 16, value=default.assistant_tokens, step=1,
+                                             label="Assistant tokens (guesses per step)", elem_id="assistant-tokens")
+                use_threshold = gr.Checkbox(label="Use a confidence threshold instead", value=False)
+                threshold = gr.Slider(0.05, 0.95, value=0.4, step=0.05, label="Assistant confidence threshold")
+            with gr.Row():
+                max_new_tokens = gr.Slider(16, 1024, value=128, step=16, label="Max new tokens", elem_id="max-new-tokens")
+                sampling = gr.Checkbox(label="Sample (otherwise greedy)", value=False)
+                temperature = gr.Slider(0.1, 2.0, value=0.7, step=0.05, label="Temperature")
+                top_p = gr.Slider(0.05, 1.0, value=0.9, step=0.05, label="Top-p")
+                exact = gr.Checkbox(label="Exact mode (f32: greedy outputs must match)", value=False, elem_id="exact")
+
+        components = {
+            "baseline-output": base_out, "baseline-stats": base_stats,
+            "speculative-output": spec_out, "speculative-stats": spec_stats,
+            "status": status, "summary": summary, "chart": chart,
+        }
+        inputs = [prompt, preset, main_device, draft_device, method, assistant_tokens, use_threshold,
+                  threshold, max_new_tokens, sampling, temperature, top_p, exact, mode]
+
+        def run_race(*values):
+            try:
+                request = _request(*values)
+            except (ValueError, TypeError) as e:
+                raise gr.Error(f"A setting is not valid ({e}); reset it and try again.")
+            view = RaceView()
+            stop_flag = threading.Event()
+            try:
+                yield from _stream(arena, request, view, components, stop_flag)
+            except DemoError as e:
+                raise gr.Error(str(e), print_exception=False)
+            finally:
+                stop_flag.set()  # Stop pressed, tab closed, or finished: stop both generate() calls
+
+        run_event = run.click(run_race, inputs, list(components.values()),
+                              concurrency_limit=1, concurrency_id="engine", api_name="race")
+        prompt.submit(run_race, inputs, list(components.values()),
+                      concurrency_limit=1, concurrency_id="engine", api_visibility="private")
+        stop.click(None, None, None, cancels=[run_event])
+        examples.click(lambda x: x[0], examples, prompt, api_visibility="private")
+        show_steps.change(None, show_steps, None, api_visibility="private",
+                          js="(v) => { document.getElementById('speculative-output').classList.toggle('show-steps', v); }")
+
+        def on_preset(name):
+            p = presets.get(name)
+            return gr.Dataset(samples=[[e] for e in p.examples]), gr.Slider(value=p.assistant_tokens)
+
+        preset.change(on_preset, preset, [examples, assistant_tokens], api_visibility="private")
+
+        def warm_up():
+            """Prepare and load the default pair as soon as the page opens, with visible status."""
+            request = RaceRequest(prompt="warm-up", preset=default.name)
+            try:
+                for message in arena.load_with_status(request):
+                    yield f"⏳ {message}"
+                yield "Ready. Type a prompt and press **Run**."
+            except DemoError as e:
+                yield f"⚠️ {e}"
+
+        demo.load(warm_up, None, status, concurrency_limit=1, concurrency_id="engine", api_visibility="private")
+    return demo
+
+
+def _stream(arena: Arena, request: RaceRequest, view: RaceView, components: dict, stop_flag: threading.Event):
+    fair = request.mode == "fair"
+    results = {}
+    recorded = {s: 0 for s in SIDES}
+    throttle = _Throttle()
+    events = arena.run(request, stop_flag)
+    try:
+        for event in events:
+            if isinstance(event, StatusEvent):
+                view.status = f"⏳ {event.message}"
+                yield view.outputs(components)
+                continue
+            side = view.sides[event.side]
+            view.dirty.add(event.side)
+            if isinstance(event, StartEvent):
+                if fair:
+                    side.placeholder = "measuring alone…"
+                    view.status = f"⏳ fair mode: measuring the {event.side} pipeline alone, with all cores"
+                else:
+                    side.start = event.t
+                    view.status = "Racing: both pipelines run at once."
+            elif isinstance(event, ChunkEvent):
+                if fair:  # recording alone; the panels fill during the replay
+                    recorded[event.side] += len(event.chunk.token_ids)
+                    side.placeholder = f"measuring alone… {recorded[event.side]} tokens"
+                else:
+                    side.chunks.append(event.chunk)
+            elif isinstance(event, DoneEvent):
+                results[event.side] = event.result
+                if not fair:
+                    side.end = event.result.end
+                if event.result.error:
+                    side.note = f"failed: {event.result.error}"
+                    gr.Warning(f"The {event.side} side failed: {event.result.error}")
+                elif event.result.cancelled:
+                    side.note = "stopped"
+            if isinstance(event, (StartEvent, DoneEvent)) or throttle.ready():
+                yield view.outputs(components)
+    finally:
+        events.close()  # stops both generate() calls if we got here early
+    if stop_flag.is_set() or len(results) < 2:
+        return
+    if fair and not any(r.error for r in results.values()):
+        yield from _replay(view, results, components, stop_flag)
+    summary = arena.summarize(results, request)
+    view.summary = render.summary_html(summary)
+    view.histogram = render.acceptance_histogram_svg(results[SPECULATIVE].chunks)
+    view.status = ""
+    view.dirty.update(SIDES)
+    yield view.outputs(components)
+
+
+def _replay(view: RaceView, results: dict, components: dict, stop_flag: threading.Event):
+    """Fair mode: play both recorded runs side by side at the pace each had alone."""
+    t0 = time.perf_counter()
+    for side in SIDES:
+        view.sides[side] = _Side(start=t0, placeholder="")
+    view.status = "▶ replaying both runs side by side at their real pace (each was measured alone)"
+    throttle = _Throttle()
+    for event in replay(results, stop=stop_flag):
+        chunk = event.chunk
+        # Re-time each chunk onto the replay clock so the counters read like a live race.
+        t = t0 + (chunk.t - results[event.side].start)
+        view.sides[event.side].chunks.append(Chunk(chunk.side, chunk.token_ids, chunk.text, chunk.accepted_text, t))
+        view.dirty.add(event.side)
+        if throttle.ready():
+            yield view.outputs(components)
+    for side in SIDES:
+        r = results[side]
+        view.sides[side].end = t0 + (r.end - r.start)
