@@ -97,10 +97,12 @@ def run_bench(
     only one pipeline pair loaded at a time. Setting `stop`, or Ctrl-C, ends the
     measurement early: the result then holds what was measured and "interrupted": True.
     """
+    from .arena import how_it_ran
+
     started = time.time()
     modes = _normalize_modes(modes)
     if repeat < 1:
-        raise DemoError("--repeat must be at least 1.")
+        raise DemoError("Repeat each prompt at least once (--repeat 1 or more).")
     chosen = list(prompts) if prompts is not None else select(prompt_classes, limit_prompts)
     if not chosen:
         raise DemoError("No prompts to run; choose at least one prompt class.")
@@ -168,7 +170,16 @@ def run_bench(
                 runners = None  # let the cache drop the previous pair before loading the next
                 options = PipelineOptions(exact=exact)
                 request = _request(preset_obj.name, mode, method, ks[0], max_new_tokens, options)
-                runners = arena.runners(request, lambda m: report(f"{mode} {METHOD_LABELS[method]}: {m}"))
+                try:
+                    runners = arena.runners(request, lambda m: report(f"{mode} {METHOD_LABELS[method]}: {m}"))
+                except DemoError as e:
+                    # Keep what other configurations measured; fail only if nothing ran (below).
+                    for k in ks:
+                        result["errors"].append({**Config(mode, method, k).as_dict(), "stage": "load",
+                                                 "errors": {"pipelines": str(e)}})
+                    done += per_config * len(ks)
+                    report(f"{mode} {METHOD_LABELS[method]}: failed to load")
+                    continue
                 threads = race_threads() if mode == "race" else None
                 for k in ks:
                     config = Config(mode, method, k)
@@ -177,7 +188,7 @@ def run_bench(
                     result["configs"].append({
                         **config.as_dict(),
                         "threads_per_pipeline": threads,
-                        "how": _how(arena, mode, options, method, threads),
+                        "how": how_it_ran("race" if mode == "race" else "fair", options, method, threads),
                     })
                     report(f"{config.label()}: warm-up")
                     warm = _measure(runners, mode, chosen[0].text, settings, stop)
@@ -197,6 +208,12 @@ def run_bench(
                     report(f"{config.label()}: done")
     except (KeyboardInterrupt, _Stopped):
         result["interrupted"] = True
+    if result["errors"] and not result["samples"] and not result["interrupted"]:
+        first = result["errors"][0]
+        side, message = next(iter(first["errors"].items()))
+        if first["stage"] == "load":
+            raise DemoError(message)
+        raise DemoError(f"The {side} pipeline failed during the warm-up run: {message.rstrip('.')}.")
     finished = time.time()
     result["finished_at"] = _iso(finished)
     result["duration_s"] = round(finished - started, 3)
@@ -223,12 +240,6 @@ def _request(preset: str, mode: str, method: str, k: int, max_new_tokens: int, o
                        mode="race" if mode == "race" else "fair")
 
 
-def _how(arena, mode: str, options: PipelineOptions, method: str, threads: Optional[int]) -> str:
-    from .arena import how_it_ran
-
-    return how_it_ran("race" if mode == "race" else "fair", options, method, threads)
-
-
 def _measure(runners: dict, mode: str, prompt: str, settings: GenerationSettings,
              stop: threading.Event) -> dict:
     """Run both sides once (alone one after the other, or at once); return side → RunResult."""
@@ -251,8 +262,7 @@ def _measure(runners: dict, mode: str, prompt: str, settings: GenerationSettings
     return results
 
 
-def _side(result) -> dict:
-    st = side_stats(result.chunks, result.start, result.end)
+def _side(result, st) -> dict:
     return {
         "tokens": st.tokens,
         "elapsed_s": st.elapsed_s,
@@ -270,14 +280,12 @@ def _side(result) -> dict:
 
 def _sample(config: Config, prompt: BenchPrompt, repeat: int, runs: dict) -> dict:
     base, spec = runs[BASELINE], runs[SPECULATIVE]
-    b, s = _side(base), _side(spec)
-    s["accepted"] = spec.ov_accepted_tokens   # OpenVINO's counts
+    bst, sst = side_stats(base.chunks, base.start, base.end), side_stats(spec.chunks, spec.start, spec.end)
+    b, s = _side(base, bst), _side(spec, sst)
+    s["accepted"] = spec.ov_accepted_tokens   # OpenVINO's counts (None where it reports none)
     s["drafted"] = spec.ov_draft_tokens
-    s["accepted_in_steps"] = side_stats(spec.chunks, spec.start, spec.end).accepted  # from the chunks
+    s["accepted_in_steps"] = sst.accepted     # counted from the chunks: step size - 1
     ok = not (base.error or spec.error)
-    ratio = None
-    if ok and b["tokens_per_s"] > 0 and s["tokens_per_s"] > 0:
-        ratio = s["tokens_per_s"] / b["tokens_per_s"]
     return {
         **config.as_dict(),
         "prompt_id": prompt.id,
@@ -286,7 +294,7 @@ def _sample(config: Config, prompt: BenchPrompt, repeat: int, runs: dict) -> dic
         BASELINE: b,
         SPECULATIVE: s,
         "acceptance_rate": acceptance_rate(spec.ov_accepted_tokens, spec.ov_draft_tokens),
-        "speedup": ratio,
+        "speedup": speedup(bst, sst) if ok else None,  # paired: both sides of this repeat
         "verdict": equality_verdict(base.token_ids, spec.token_ids) if ok else "failed",
     }
 
@@ -610,11 +618,15 @@ def main(argv: Optional[list[str]] = None) -> int:
         _check_output(args.json, "--json")
         _check_output(args.plot, "--plot")
         classes = [c.strip() for c in args.prompts.split(",") if c.strip()] if args.prompts else None
-        from tqdm import tqdm
-
-        bar = tqdm(total=0, unit="run", desc="bench", file=sys.stderr, dynamic_ncols=True)
+        ks = _parse_ints(args.assistant_tokens)
+        bar = None  # made at the first progress report, so that early errors print alone
 
         def progress(done: int, total: int, message: str) -> None:
+            nonlocal bar
+            if bar is None:
+                from tqdm import tqdm
+
+                bar = tqdm(total=total, unit="run", desc="bench", file=sys.stderr, dynamic_ncols=True)
             bar.total = total
             bar.n = done
             bar.set_postfix_str(message, refresh=False)
@@ -624,7 +636,7 @@ def main(argv: Optional[list[str]] = None) -> int:
             result = run_bench(
                 args.preset,
                 modes=[args.mode] if args.mode else MODES,
-                assistant_tokens=_parse_ints(args.assistant_tokens),
+                assistant_tokens=ks,
                 prompt_lookup=args.prompt_lookup,
                 repeat=args.repeat,
                 prompt_classes=classes,
@@ -636,7 +648,8 @@ def main(argv: Optional[list[str]] = None) -> int:
                 progress=progress,
             )
         finally:
-            bar.close()
+            if bar is not None:
+                bar.close()
         print(format_table(result))
         if args.json:
             write_json(result, args.json)

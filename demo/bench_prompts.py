@@ -93,7 +93,7 @@ def select(classes=None, limit: int | None = None) -> list[BenchPrompt]:
     if unknown:
         raise DemoError(f"Unknown prompt class {unknown[0]!r}; choose from: {', '.join(CLASSES)}.")
     if limit is not None and limit < 1:
-        raise DemoError("--limit-prompts must be at least 1.")
+        raise DemoError("The number of prompts per class must be at least 1 (--limit-prompts).")
     chosen: list[BenchPrompt] = []
     for cls in dict.fromkeys(classes):  # keep the order given, drop repeats
         of_class = [p for p in PROMPTS if p.cls == cls]

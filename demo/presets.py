@@ -64,10 +64,14 @@ class HubSource(_Strict):
 
 
 class ExportSource(_Strict):
-    """A PyTorch repository on the Hub, exported to IR with optimum-intel."""
+    """A PyTorch repository on the Hub, exported to IR with optimum-intel.
+
+    `repo` is a Hub id ("org/name") or the absolute path of a local Hugging Face model
+    folder (config.json, weights, tokenizer), which optimum-cli accepts just the same.
+    """
 
     source: Literal["export"]
-    repo: str = Field(..., pattern=r"^[\w.-]+/[\w.-]+$")
+    repo: str = Field(..., pattern=r"^([\w.-]+/[\w.-]+|/.+)$")
     revision: Optional[str] = None
     weight_format: Literal["fp32", "fp16", "int8", "int4"] = "fp16"
     trust_remote_code: bool = False
@@ -158,6 +162,10 @@ def _describe(err: ValidationError, path: Path) -> str:
             msg = "source must be one of pypi, gguf, hub, export, local"
         elif e["type"] == "missing":
             msg = "is required but missing"
+        elif e["type"] == "union_tag_not_found":
+            msg = "needs a `source:` key, one of pypi, gguf, hub, export, local"
+        elif e["type"] == "value_error":
+            msg = msg.removeprefix("Value error, ")  # our own validators' sentences
         lines.append(f"{path.name}: {where}: {msg}.")
     return " ".join(lines)
 

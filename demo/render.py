@@ -45,9 +45,10 @@ def speculative_html(chunks: Sequence[Chunk], placeholder: str = "") -> str:
     return f'<div class="panel-text">{"".join(parts)}</div>'
 
 
-def stats_html(stats: Optional[SideStats], note: str = "") -> str:
+def stats_html(stats: Optional[SideStats], note: str = "", state: str = "idle") -> str:
+    """`state` (idle, running, done) is exposed as data-state for tests and embedders."""
     if stats is None or stats.tokens == 0:
-        return f'<div class="stats">{_esc(note) or "&nbsp;"}</div>'
+        return f'<div class="stats" data-state="{state}">{_esc(note) or "&nbsp;"}</div>'
     cells = [
         ("tokens", f"{stats.tokens}"),
         ("elapsed", f"{stats.elapsed_s:.1f} s"),
@@ -57,7 +58,7 @@ def stats_html(stats: Optional[SideStats], note: str = "") -> str:
     body = "".join(f'<span class="stat"><b>{v}</b> {k}</span>' for k, v in cells)
     if note:
         body += f'<span class="stat note">{_esc(note)}</span>'
-    return f'<div class="stats">{body}</div>'
+    return f'<div class="stats" data-state="{state}" data-tokens="{stats.tokens}">{body}</div>'
 
 
 def summary_html(summary) -> str:

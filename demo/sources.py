@@ -315,13 +315,25 @@ def _export_with_optimum(spec: ExportSource, work: Path, role: str, progress: Pr
             f"Exporting the {role} {spec.repo} needs optimum-intel and torch, which are not installed; "
             "run: pip install -r export-requirements.txt"
         )
+    model = spec.repo
+    if spec.revision:
+        # `optimum-cli export openvino` has no --revision option: fetch that revision into
+        # huggingface_hub's cache first and export from the local snapshot.
+        from huggingface_hub import snapshot_download
+
+        offline = os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes")
+        try:
+            model = snapshot_download(spec.repo, revision=spec.revision, local_files_only=offline)
+        except Exception as e:
+            raise DemoError(
+                f"Could not get revision {spec.revision} of the {role} {spec.repo} from the Hugging Face Hub "
+                f"({type(e).__name__}); check the revision and your network."
+            ) from None
     cmd = [
         sys.executable, "-m", "optimum.commands.optimum_cli", "export", "openvino",
-        "--model", spec.repo, "--task", "text-generation-with-past",
+        "--model", str(model), "--task", "text-generation-with-past",
         "--weight-format", spec.weight_format,
     ]
-    if spec.revision:
-        cmd += ["--revision", spec.revision]
     if spec.trust_remote_code:  # only when the preset says so: it runs code from the repo
         cmd.append("--trust-remote-code")
     cmd.append(str(work))

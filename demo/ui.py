@@ -68,7 +68,8 @@ class RaceView:
             html = render.baseline_html if side == BASELINE else render.speculative_html
             out[components[f"{side}-output"]] = html(s.chunks, s.placeholder)
             stats = side_stats(s.chunks, s.start, s.end) if s.start is not None else None
-            out[components[f"{side}-stats"]] = render.stats_html(stats, s.note)
+            state = "idle" if s.start is None else ("running" if s.end is None else "done")
+            out[components[f"{side}-stats"]] = render.stats_html(stats, s.note, state)
         self.dirty.clear()
         out[components["chart"]] = render.race_chart_svg({k: v.series() for k, v in self.sides.items()}) + self.histogram
         out[components["status"]] = self.status

