@@ -93,7 +93,7 @@ def race_chart_svg(series: dict, width: int = 640, height: int = 180) -> str:
     max_n = max(p[1] for p in points) or 1
     sx = lambda t: pad_l + t / max_t * (width - pad_l - pad_r)
     sy = lambda n: height - pad_b - n / max_n * (height - pad_b - pad_t)
-    out = [f'<svg class="race-chart" viewBox="0 0 {width} {height}" width="100%" role="img" '
+    out = [f'<svg class="race-chart" viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img" '
            f'aria-label="tokens over time">',
            f'<line x1="{pad_l}" y1="{height - pad_b}" x2="{width - pad_r}" y2="{height - pad_b}" stroke="#888"/>',
            f'<line x1="{pad_l}" y1="{pad_t}" x2="{pad_l}" y2="{height - pad_b}" stroke="#888"/>',
@@ -152,6 +152,8 @@ CSS = f"""
 .summary .big {{ font-size: 28px; font-weight: 700; color: {SPECULATIVE_COLOUR}; }}
 .summary .how {{ color: var(--body-text-color-subdued); font-size: 13px; }}
 .summary .error {{ color: #D55E00; }}
+.race-chart {{ max-width: 100%; height: auto; }}
+.accept-hist {{ max-width: 100%; height: auto; margin-left: 24px; }}
 .chart.empty {{ color: var(--body-text-color-subdued); font-size: 13px; }}
 """
 

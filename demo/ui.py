@@ -125,7 +125,10 @@ def build_demo(arena: Arena) -> gr.Blocks:
         examples = gr.Dataset(components=[prompt], samples=[[e] for e in default.examples],
                               label="Examples", elem_id="examples")
         status = gr.Markdown("", elem_id="status")
-        with gr.Row(equal_height=True):
+        with gr.Row():
+            gr.HTML(render.LEGEND_HTML)
+            show_steps = gr.Checkbox(label="show step boundaries", value=False, elem_id="show-steps")
+        with gr.Row():
             with gr.Column():
                 gr.Markdown("### Baseline (main model)")
                 base_out = gr.HTML(render.baseline_html([], "waiting for a prompt"), elem_id="baseline-output")
@@ -134,9 +137,6 @@ def build_demo(arena: Arena) -> gr.Blocks:
                 gr.Markdown("### Speculative (main + draft)")
                 spec_out = gr.HTML(render.speculative_html([], "waiting for a prompt"), elem_id="speculative-output")
                 spec_stats = gr.HTML(render.stats_html(None), elem_id="speculative-stats")
-                with gr.Row():
-                    gr.HTML(render.LEGEND_HTML)
-                    show_steps = gr.Checkbox(label="show step boundaries", value=False, elem_id="show-steps")
         summary = gr.HTML("", elem_id="summary")
         chart = gr.HTML(render.race_chart_svg({}), elem_id="chart")
         with gr.Accordion("What am I looking at?", open=False):

@@ -77,5 +77,5 @@ def test_bad_inputs_give_readable_errors(client, args, message):
 
 
 def test_page_is_usable_after_errors(client):
-    out = client.predict(*race_args(max_new_tokens=8), api_name="/race")
-    assert 'data-tokens="8"' in out[3]
+    out = client.predict(*race_args(max_new_tokens=16), api_name="/race")
+    assert 'data-tokens="16"' in out[3]
