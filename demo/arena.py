@@ -39,6 +39,9 @@ class RaceRequest:
     settings: GenerationSettings = field(default_factory=GenerationSettings)
     options: PipelineOptions = field(default_factory=PipelineOptions)
     mode: Mode = "race"
+    # Threads per pipeline while racing: None = split the cores evenly (the default),
+    # 0 = OpenVINO's own default (every pipeline uses every core). For measurements.
+    race_threads: Optional[int] = None
 
 
 @dataclass(frozen=True)
@@ -53,6 +56,15 @@ class Summary:
     errors: dict
 
 
+def threads_for(request: RaceRequest) -> Optional[int]:
+    """Threads per pipeline for a request (None: OpenVINO's default, all cores)."""
+    if request.mode != "race":
+        return None  # fair mode: each pipeline alone with the whole machine
+    if request.race_threads is None:
+        return race_threads()
+    return request.race_threads or None
+
+
 def how_it_ran(mode: Mode, options: PipelineOptions, method: str, threads: Optional[int]) -> str:
     cores = cpu_cores()
     devices = f"main on {options.main_device}"
@@ -61,7 +73,9 @@ def how_it_ran(mode: Mode, options: PipelineOptions, method: str, threads: Optio
     else:
         devices += ", prompt lookup (no draft)"
     precision = "exact mode (f32)" if options.exact else "default precision"
-    if mode == "race":
+    if mode == "race" and threads is None:
+        split = f"both pipelines at once, each with OpenVINO's default threads on all {cores} cores"
+    elif mode == "race":
         split = (f"both pipelines at once, {threads} thread{'s' if threads != 1 else ''} each "
                  f"of {cores} core{'s' if cores != 1 else ''}, CPU pinning off")
     else:
@@ -100,8 +114,7 @@ class Arena:
 
     def runners(self, request: RaceRequest, status: Callable[[str], None] = lambda m: None) -> dict:
         pair = self.prepare(request.preset, status)
-        threads = race_threads() if request.mode == "race" else None
-        options = request.options.with_threads(threads)
+        options = request.options.with_threads(threads_for(request))
         return self.cache.get(pair.main, pair.draft, request.settings.method, options, status)
 
     def run(self, request: RaceRequest, stop: Optional[threading.Event] = None) -> Iterator[Union[StatusEvent, StartEvent, ChunkEvent, DoneEvent]]:
@@ -126,7 +139,7 @@ class Arena:
         base, spec = results[BASELINE], results[SPECULATIVE]
         b = side_stats(base.chunks, base.start, base.end)
         s = side_stats(spec.chunks, spec.start, spec.end)
-        threads = race_threads() if request.mode == "race" else None
+        threads = threads_for(request)
         return Summary(
             baseline=b,
             speculative=s,

@@ -88,6 +88,7 @@ def run_bench(
     arena=None,
     progress: Progress = _no_progress,
     stop: Optional[threading.Event] = None,
+    race_thread_count: Optional[int] = None,
 ) -> dict:
     """Measure and return the result dict (what --json writes).
 
@@ -97,7 +98,7 @@ def run_bench(
     only one pipeline pair loaded at a time. Setting `stop`, or Ctrl-C, ends the
     measurement early: the result then holds what was measured and "interrupted": True.
     """
-    from .arena import how_it_ran
+    from .arena import how_it_ran, threads_for
 
     started = time.time()
     modes = _normalize_modes(modes)
@@ -143,7 +144,7 @@ def run_bench(
             "exact": exact,
             "greedy": True,
             "max_ngram_size": GenerationSettings().max_ngram_size,
-            "race_threads_per_pipeline": race_threads(),
+            "race_threads_per_pipeline": race_thread_count if race_thread_count is not None else race_threads(),
             "cores": cpu_cores(),
             "warmup_runs_per_config": 1,
             "std": "sample standard deviation (n-1); 0 for a single sample",
@@ -169,7 +170,7 @@ def run_bench(
             for method in methods:
                 runners = None  # let the cache drop the previous pair before loading the next
                 options = PipelineOptions(exact=exact)
-                request = _request(preset_obj.name, mode, method, ks[0], max_new_tokens, options)
+                request = _request(preset_obj.name, mode, method, ks[0], max_new_tokens, options, race_thread_count)
                 try:
                     runners = arena.runners(request, lambda m: report(f"{mode} {METHOD_LABELS[method]}: {m}"))
                 except DemoError as e:
@@ -180,7 +181,7 @@ def run_bench(
                     done += per_config * len(ks)
                     report(f"{mode} {METHOD_LABELS[method]}: failed to load")
                     continue
-                threads = race_threads() if mode == "race" else None
+                threads = threads_for(request)
                 for k in ks:
                     config = Config(mode, method, k)
                     settings = GenerationSettings(max_new_tokens=max_new_tokens, method=method,
@@ -231,13 +232,14 @@ def _make_arena(models: Optional[Path], cache_dir: Optional[Path]):
     return Arena(load_presets(models), ModelStore(cache_dir), PipelineCache(max_pairs=1))
 
 
-def _request(preset: str, mode: str, method: str, k: int, max_new_tokens: int, options: PipelineOptions):
+def _request(preset: str, mode: str, method: str, k: int, max_new_tokens: int, options: PipelineOptions,
+             race_thread_count: Optional[int] = None):
     from .arena import RaceRequest
 
     settings = GenerationSettings(max_new_tokens=max_new_tokens, method=method, assistant_tokens=k)
     # The engine calls the sequential mode "fair"; Arena.runners picks the threads from it.
     return RaceRequest(prompt="", preset=preset, settings=settings, options=options,
-                       mode="race" if mode == "race" else "fair")
+                       mode="race" if mode == "race" else "fair", race_threads=race_thread_count)
 
 
 def _measure(runners: dict, mode: str, prompt: str, settings: GenerationSettings,
@@ -567,15 +569,15 @@ def _normalize_modes(modes: Sequence[str]) -> list[str]:
     return list(dict.fromkeys(out)) or list(MODES)
 
 
-def _parse_ints(text: Optional[str]) -> Optional[list[int]]:
+def parse_ints(text: Optional[str]) -> Optional[list[int]]:
     if text is None:
         return None
     try:
         values = [int(x) for x in text.split(",") if x.strip()]
     except ValueError:
-        raise DemoError(f"--assistant-tokens takes whole numbers separated by commas, e.g. 1,3,5,8 (got {text!r}).") from None
+        raise DemoError(f"Assistant tokens are whole numbers separated by commas, e.g. 1,3,5,8 (got {text!r}).") from None
     if not values:
-        raise DemoError("--assistant-tokens needs at least one number, e.g. 1,3,5,8.")
+        raise DemoError("Give at least one number of assistant tokens, e.g. 1,3,5,8.")
     return values
 
 
@@ -607,6 +609,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--max-new-tokens", type=int, default=128)
     ap.add_argument("--limit-prompts", type=int, metavar="N", help="only the first N prompts of each class")
     ap.add_argument("--exact", action="store_true", help="f32 everywhere: greedy outputs must match exactly (slower)")
+    ap.add_argument("--race-threads", type=int, metavar="N",
+                    help="threads per pipeline in race mode (default: split the cores evenly; "
+                         "0: OpenVINO's default, every pipeline on every core)")
     ap.add_argument("--cache-dir", type=Path, help="prepared-model cache")
     ap.add_argument("--models", type=Path, help="path to models.yaml")
     return ap
@@ -618,7 +623,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         _check_output(args.json, "--json")
         _check_output(args.plot, "--plot")
         classes = [c.strip() for c in args.prompts.split(",") if c.strip()] if args.prompts else None
-        ks = _parse_ints(args.assistant_tokens)
+        ks = parse_ints(args.assistant_tokens)
         bar = None  # made at the first progress report, so that early errors print alone
 
         def progress(done: int, total: int, message: str) -> None:
@@ -646,6 +651,7 @@ def main(argv: Optional[list[str]] = None) -> int:
                 cache_dir=args.cache_dir,
                 models=args.models,
                 progress=progress,
+                race_thread_count=args.race_threads,
             )
         finally:
             if bar is not None:

@@ -39,6 +39,9 @@ class PypiSource(_Strict):
     requantize: bool = Field(
         False, description="rewrite tensor types OpenVINO GenAI cannot read (e.g. Q5_0) as Q4_0"
     )
+    int4: bool = Field(
+        False, description="re-compress the converted IR with NNCF INT4_ASYM (see demo/recompress.py)"
+    )
 
     def part(self, i: int) -> tuple[str, str]:
         return self.package.format(i=i), self.path.format(i=i)
@@ -53,6 +56,7 @@ class GgufSource(_Strict):
 
     source: Literal["gguf"]
     path: str
+    int4: bool = False
 
 
 class HubSource(_Strict):

@@ -76,7 +76,8 @@ def summary_html(summary) -> str:
     for side, err in summary.errors.items():
         rows.append(f'<span class="error">{_esc(side)} failed: {_esc(err)}</span>')
     rows.append(f'<span class="how">{_esc(summary.how)}</span>')
-    return '<div class="summary">' + "<br>".join(rows) + "</div>"
+    return (f'<div class="summary" data-accepted="{s.accepted}" data-verdict="{_esc(summary.verdict)}">'
+            + "<br>".join(rows) + "</div>")
 
 
 def race_chart_svg(series: dict, width: int = 640, height: int = 180) -> str:

@@ -140,6 +140,10 @@ class ModelStore:
                 _gguf_to_ir(link, role, progress)
             elif isinstance(spec, ExportSource):
                 _export_with_optimum(spec, work, role, progress)
+            if getattr(spec, "int4", False):
+                from .recompress import recompress_int4
+
+                recompress_int4(work, lambda stage, done, total: progress(f"{stage} ({role})", done, total))
             missing = _missing_ir_files(work)
             if missing:
                 raise DemoError(f"Preparing the {role} produced no {', '.join(missing)}; see the log above.")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Optional
 
 import gradio as gr
@@ -110,104 +111,108 @@ def build_demo(arena: Arena) -> gr.Blocks:
     choices = [(f"{name} — {p.description}", name) for name, p in presets.presets.items()]
 
     with gr.Blocks(title="Speculative decoding arena") as demo:
-        gr.Markdown(
-            "# Speculative decoding arena\n"
-            "The same prompt goes through the **main model alone** (left) and the **main model checking "
-            "guesses from a small draft model** (right), both on OpenVINO GenAI. The right side usually "
-            "finishes first: the main model verifies several guessed tokens in one step."
-        )
-        with gr.Row():
-            prompt = gr.Textbox(label="Prompt", lines=3, max_length=MAX_PROMPT_CHARS, elem_id="prompt",
-                                placeholder="Ask something, or pick an example below", scale=5)
-            with gr.Column(scale=1, min_width=140):
-                run = gr.Button("Run", variant="primary", elem_id="run")
-                stop = gr.Button("Stop", variant="stop", elem_id="stop")
-        examples = gr.Dataset(components=[prompt], samples=[[e] for e in default.examples],
-                              label="Examples", elem_id="examples")
-        status = gr.Markdown("", elem_id="status")
-        with gr.Row():
-            gr.HTML(render.LEGEND_HTML)
-            show_steps = gr.Checkbox(label="show step boundaries", value=False, elem_id="show-steps")
-        with gr.Row():
-            with gr.Column():
-                gr.Markdown("### Baseline (main model)")
-                base_out = gr.HTML(render.baseline_html([], "waiting for a prompt"), elem_id="baseline-output")
-                base_stats = gr.HTML(render.stats_html(None), elem_id="baseline-stats")
-            with gr.Column():
-                gr.Markdown("### Speculative (main + draft)")
-                spec_out = gr.HTML(render.speculative_html([], "waiting for a prompt"), elem_id="speculative-output")
-                spec_stats = gr.HTML(render.stats_html(None), elem_id="speculative-stats")
-        summary = gr.HTML("", elem_id="summary")
-        chart = gr.HTML(render.race_chart_svg({}), elem_id="chart")
-        with gr.Accordion("What am I looking at?", open=False):
+        with gr.Tab("Race", id="race"):
             gr.Markdown(
-                "Each step, the draft model guesses a few tokens; the main model checks them all in one "
-                "pass and keeps the longest correct prefix, then adds one token of its own. "
-                "<span class='tok-accepted'>Blue</span> text was guessed by the draft (or copied from the "
-                "prompt, with prompt lookup) and accepted; <span class='tok-main'>orange</span> is the token "
-                "the main model produced itself in that step. With greedy decoding the two answers should be "
-                "the same, but outside exact mode the multi-token check can run with other kernels and lower "
-                "precision, so a near-tie may flip and the answers diverge from there; exact mode (f32) "
-                "removes that, at some speed cost."
+                "# Speculative decoding arena\n"
+                "The same prompt goes through the **main model alone** (left) and the **main model checking "
+                "guesses from a small draft model** (right), both on OpenVINO GenAI. The right side usually "
+                "finishes first: the main model verifies several guessed tokens in one step."
             )
-        with gr.Accordion("Settings", open=False):
             with gr.Row():
-                preset = gr.Dropdown(choices, value=default.name, label="Model pair (preset)", elem_id="preset")
-                mode = gr.Radio(["race: both at once", "fair: each alone, then replayed"],
-                                value="race: both at once", label="How to run", elem_id="mode")
+                prompt = gr.Textbox(label="Prompt", lines=3, max_length=MAX_PROMPT_CHARS, elem_id="prompt",
+                                    placeholder="Ask something, or pick an example below", scale=5)
+                with gr.Column(scale=1, min_width=140):
+                    run = gr.Button("Run", variant="primary", elem_id="run")
+                    stop = gr.Button("Stop", variant="stop", elem_id="stop")
+            examples = gr.Dataset(components=[prompt], samples=[[e] for e in default.examples],
+                                  label="Examples", elem_id="examples")
+            status = gr.Markdown("", elem_id="status")
             with gr.Row():
-                main_device = gr.Dropdown(devices, value=devices[0], label="Main model device", elem_id="main-device")
-                draft_device = gr.Dropdown(devices, value=devices[0], label="Draft model device", elem_id="draft-device")
-                method = gr.Radio(["draft model", "prompt lookup"], value="draft model",
-                                  label="Speculative method", elem_id="method")
+                gr.HTML(render.LEGEND_HTML)
+                show_steps = gr.Checkbox(label="show step boundaries", value=False, elem_id="show-steps")
             with gr.Row():
-                assistant_tokens = gr.Slider(1, 16, value=default.assistant_tokens, step=1,
-                                             label="Assistant tokens (guesses per step)", elem_id="assistant-tokens")
-                use_threshold = gr.Checkbox(label="Use a confidence threshold instead", value=False)
-                threshold = gr.Slider(0.05, 0.95, value=0.4, step=0.05, label="Assistant confidence threshold")
-            with gr.Row():
-                max_new_tokens = gr.Slider(16, 1024, value=128, step=16, label="Max new tokens", elem_id="max-new-tokens")
-                sampling = gr.Checkbox(label="Sample (otherwise greedy)", value=False)
-                temperature = gr.Slider(0.1, 2.0, value=0.7, step=0.05, label="Temperature")
-                top_p = gr.Slider(0.05, 1.0, value=0.9, step=0.05, label="Top-p")
-                exact = gr.Checkbox(label="Exact mode (f32: greedy outputs must match)", value=False, elem_id="exact")
+                with gr.Column():
+                    gr.Markdown("### Baseline (main model)")
+                    base_out = gr.HTML(render.baseline_html([], "waiting for a prompt"), elem_id="baseline-output")
+                    base_stats = gr.HTML(render.stats_html(None), elem_id="baseline-stats")
+                with gr.Column():
+                    gr.Markdown("### Speculative (main + draft)")
+                    spec_out = gr.HTML(render.speculative_html([], "waiting for a prompt"), elem_id="speculative-output")
+                    spec_stats = gr.HTML(render.stats_html(None), elem_id="speculative-stats")
+            summary = gr.HTML("", elem_id="summary")
+            chart = gr.HTML(render.race_chart_svg({}), elem_id="chart")
+            with gr.Accordion("What am I looking at?", open=False):
+                gr.Markdown(
+                    "Each step, the draft model guesses a few tokens; the main model checks them all in one "
+                    "pass and keeps the longest correct prefix, then adds one token of its own. "
+                    "<span class='tok-accepted'>Blue</span> text was guessed by the draft (or copied from the "
+                    "prompt, with prompt lookup) and accepted; <span class='tok-main'>orange</span> is the token "
+                    "the main model produced itself in that step. With greedy decoding the two answers should be "
+                    "the same, but outside exact mode the multi-token check can run with other kernels and lower "
+                    "precision, so a near-tie may flip and the answers diverge from there; exact mode (f32) "
+                    "removes that, at some speed cost."
+                )
+            with gr.Accordion("Settings", open=False):
+                with gr.Row():
+                    preset = gr.Dropdown(choices, value=default.name, label="Model pair (preset)", elem_id="preset")
+                    mode = gr.Radio(["race: both at once", "fair: each alone, then replayed"],
+                                    value="race: both at once", label="How to run", elem_id="mode")
+                with gr.Row():
+                    main_device = gr.Dropdown(devices, value=devices[0], label="Main model device", elem_id="main-device")
+                    draft_device = gr.Dropdown(devices, value=devices[0], label="Draft model device", elem_id="draft-device")
+                    method = gr.Radio(["draft model", "prompt lookup"], value="draft model",
+                                      label="Speculative method", elem_id="method")
+                with gr.Row():
+                    assistant_tokens = gr.Slider(1, 16, value=default.assistant_tokens, step=1,
+                                                 label="Assistant tokens (guesses per step)", elem_id="assistant-tokens")
+                    use_threshold = gr.Checkbox(label="Use a confidence threshold instead", value=False)
+                    threshold = gr.Slider(0.05, 0.95, value=0.4, step=0.05, label="Assistant confidence threshold")
+                with gr.Row():
+                    max_new_tokens = gr.Slider(16, 1024, value=128, step=16, label="Max new tokens", elem_id="max-new-tokens")
+                    sampling = gr.Checkbox(label="Sample (otherwise greedy)", value=False)
+                    temperature = gr.Slider(0.1, 2.0, value=0.7, step=0.05, label="Temperature")
+                    top_p = gr.Slider(0.05, 1.0, value=0.9, step=0.05, label="Top-p")
+                    exact = gr.Checkbox(label="Exact mode (f32: greedy outputs must match)", value=False, elem_id="exact")
 
-        components = {
-            "baseline-output": base_out, "baseline-stats": base_stats,
-            "speculative-output": spec_out, "speculative-stats": spec_stats,
-            "status": status, "summary": summary, "chart": chart,
-        }
-        inputs = [prompt, preset, main_device, draft_device, method, assistant_tokens, use_threshold,
-                  threshold, max_new_tokens, sampling, temperature, top_p, exact, mode]
+            components = {
+                "baseline-output": base_out, "baseline-stats": base_stats,
+                "speculative-output": spec_out, "speculative-stats": spec_stats,
+                "status": status, "summary": summary, "chart": chart,
+            }
+            inputs = [prompt, preset, main_device, draft_device, method, assistant_tokens, use_threshold,
+                      threshold, max_new_tokens, sampling, temperature, top_p, exact, mode]
 
-        def run_race(*values):
-            try:
-                request = _request(*values)
-            except (ValueError, TypeError) as e:
-                raise gr.Error(f"A setting is not valid ({e}); reset it and try again.")
-            view = RaceView()
-            stop_flag = threading.Event()
-            try:
-                yield from _stream(arena, request, view, components, stop_flag)
-            except DemoError as e:
-                raise gr.Error(str(e), print_exception=False)
-            finally:
-                stop_flag.set()  # Stop pressed, tab closed, or finished: stop both generate() calls
+            def run_race(*values):
+                try:
+                    request = _request(*values)
+                except (ValueError, TypeError) as e:
+                    raise gr.Error(f"A setting is not valid ({e}); reset it and try again.")
+                view = RaceView()
+                stop_flag = threading.Event()
+                try:
+                    yield from _stream(arena, request, view, components, stop_flag)
+                except DemoError as e:
+                    raise gr.Error(str(e), print_exception=False)
+                finally:
+                    stop_flag.set()  # Stop pressed, tab closed, or finished: stop both generate() calls
 
-        run_event = run.click(run_race, inputs, list(components.values()),
-                              concurrency_limit=1, concurrency_id="engine", api_name="race")
-        prompt.submit(run_race, inputs, list(components.values()),
-                      concurrency_limit=1, concurrency_id="engine", api_visibility="private")
-        stop.click(None, None, None, cancels=[run_event])
-        examples.click(lambda x: x[0], examples, prompt, api_visibility="private")
-        show_steps.change(None, show_steps, None, api_visibility="private",
-                          js="(v) => { document.getElementById('speculative-output').classList.toggle('show-steps', v); }")
+            run_event = run.click(run_race, inputs, list(components.values()),
+                                  concurrency_limit=1, concurrency_id="engine", api_name="race")
+            prompt.submit(run_race, inputs, list(components.values()),
+                          concurrency_limit=1, concurrency_id="engine", api_visibility="private")
+            stop.click(None, None, None, cancels=[run_event])
+            examples.click(lambda x: x[0], examples, prompt, api_visibility="private")
+            show_steps.change(None, show_steps, None, api_visibility="private",
+                              js="(v) => { document.getElementById('speculative-output').classList.toggle('show-steps', v); }")
 
-        def on_preset(name):
-            p = presets.get(name)
-            return gr.Dataset(samples=[[e] for e in p.examples]), gr.Slider(value=p.assistant_tokens)
+            def on_preset(name):
+                p = presets.get(name)
+                return gr.Dataset(samples=[[e] for e in p.examples]), gr.Slider(value=p.assistant_tokens)
 
-        preset.change(on_preset, preset, [examples, assistant_tokens], api_visibility="private")
+            preset.change(on_preset, preset, [examples, assistant_tokens], api_visibility="private")
+
+        with gr.Tab("Benchmark", id="benchmark"):
+            _bench_tab(arena, choices, default.name)
 
         def warm_up():
             """Prepare and load the default pair as soon as the page opens, with visible status."""
@@ -293,3 +298,54 @@ def _replay(view: RaceView, results: dict, components: dict, stop_flag: threadin
     for side in SIDES:
         r = results[side]
         view.sides[side].end = t0 + (r.end - r.start)
+
+
+def _bench_tab(arena: Arena, choices: list, default_preset: str) -> None:
+    """Run the benchmark sweep (demo.bench) from the page and show its table and plot."""
+    from . import bench
+
+    gr.Markdown(
+        "Runs the built-in prompt set (code, chat, summarization) through both pipelines and "
+        "reports tok/s, acceptance and speedup per prompt class: the same measurement as "
+        "`python -m demo.bench`. Greedy, one warm-up per configuration. A full sweep on the "
+        "1.5B pair takes many minutes; start small."
+    )
+    with gr.Row():
+        preset = gr.Dropdown(choices, value=default_preset, label="Model pair (preset)")
+        modes = gr.CheckboxGroup(["sequential", "race"], value=["sequential"], label="Modes")
+        classes = gr.CheckboxGroup(list(bench.CLASSES), value=["code"], label="Prompt classes")
+    with gr.Row():
+        ks = gr.Textbox("1,3,5,8", label="Assistant tokens to sweep", elem_id="bench-ks")
+        lookup = gr.Checkbox(label="Also prompt lookup", value=False)
+        limit = gr.Slider(1, 5, value=2, step=1, label="Prompts per class")
+        repeat = gr.Slider(1, 5, value=1, step=1, label="Repeats")
+        max_new = gr.Slider(16, 512, value=64, step=16, label="Max new tokens")
+    run = gr.Button("Run benchmark", variant="primary", elem_id="bench-run")
+    table = gr.HTML("", elem_id="bench-table")
+    plot = gr.Image(label="Speedup vs assistant tokens; tok/s per mode", type="filepath",
+                    elem_id="bench-plot", interactive=False)
+    download = gr.File(label="Results (JSON, every raw sample)", elem_id="bench-json")
+
+    def run_bench(preset_name, mode_list, class_list, ks_text, with_lookup, n_prompts, repeats, max_tokens,
+                  progress=gr.Progress()):
+        import html
+        import tempfile
+
+        try:
+            k_values = bench.parse_ints(ks_text)
+            result = bench.run_bench(
+                preset_name, modes=mode_list or ["sequential"], assistant_tokens=k_values,
+                prompt_lookup=bool(with_lookup), repeat=int(repeats), prompt_classes=class_list or None,
+                max_new_tokens=int(max_tokens), limit_prompts=int(n_prompts), arena=arena,
+                progress=lambda done, total, msg: progress((done, total), desc=msg),
+            )
+        except DemoError as e:
+            raise gr.Error(str(e), print_exception=False)
+        out = Path(tempfile.mkdtemp(prefix="bench-"))
+        bench.write_json(result, out / "bench.json")
+        bench.write_plot(result, out / "bench.png")
+        return (f"<pre class='bench-table'>{html.escape(bench.format_table(result))}</pre>",
+                str(out / "bench.png"), str(out / "bench.json"))
+
+    run.click(run_bench, [preset, modes, classes, ks, lookup, limit, repeat, max_new], [table, plot, download],
+              concurrency_limit=1, concurrency_id="engine", api_name="bench")

@@ -107,7 +107,7 @@ def test_unknown_preset_is_one_line_error(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("argv, expected", [
-    (["--assistant-tokens", "2,x"], "error: --assistant-tokens takes whole numbers"),
+    (["--assistant-tokens", "2,x"], "error: Assistant tokens are whole numbers"),
     (["--prompts", "poetry"], "error: Unknown prompt class 'poetry'"),
     (["--repeat", "0"], "error: Repeat each prompt at least once"),
     (["--json", "/no/such/folder/out.json"], "error: The folder for --json"),

@@ -95,6 +95,22 @@ def test_both_panels_stream_at_the_same_time_and_counters_move(page):
     assert got[-1]["bTok"] == 160 and got[-1]["sTok"] == 160
 
 
+def test_speculation_is_visible_after_the_race(page):
+    # Runs on the finished race of the test above.
+    marks = page.evaluate("""() => [...document.querySelectorAll('#speculative-output .tok-accepted')]
+                                       .map(e => +e.dataset.n)""")
+    own = page.locator("#speculative-output .tok-main").count()
+    accepted = int(page.locator("#summary .summary").get_attribute("data-accepted"))
+    assert marks and own > 0
+    assert sum(marks) == accepted  # every accepted draft token is marked, and nothing else
+    assert page.locator("#chart polyline.line-baseline").count() == 1
+    assert page.locator("#chart polyline.line-speculative").count() == 1
+    assert page.locator("#chart svg.accept-hist rect").count() >= 1
+    # Step boundaries can be shown on demand.
+    page.locator("#show-steps input").check()
+    assert "show-steps" in page.locator("#speculative-output").get_attribute("class")
+
+
 def test_stop_freezes_both_panels(page):
     set_max_new_tokens(page, 1024)
     page.fill("#prompt textarea", "Write a long story about a lighthouse keeper and a storm.")
