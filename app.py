@@ -27,7 +27,9 @@ def make_demo(preset=None, models=None, cache_dir=None):
     if preset is not None:
         arena.presets.get(preset)  # an unknown name fails here, with the list of choices
         arena.presets = arena.presets.model_copy(update={"default": preset})
-    return build_demo(arena).queue(default_concurrency_limit=1, max_size=MAX_QUEUE)
+    demo = build_demo(arena).queue(default_concurrency_limit=1, max_size=MAX_QUEUE)
+    demo.arena = arena  # for tools that drive the engine next to the page (demo.app_overhead)
+    return demo
 
 
 def launch(demo, host="127.0.0.1", port=7860, share=False, **kwargs):

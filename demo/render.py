@@ -58,7 +58,8 @@ def stats_html(stats: Optional[SideStats], note: str = "", state: str = "idle") 
     body = "".join(f'<span class="stat"><b>{v}</b> {k}</span>' for k, v in cells)
     if note:
         body += f'<span class="stat note">{_esc(note)}</span>'
-    return f'<div class="stats" data-state="{state}" data-tokens="{stats.tokens}">{body}</div>'
+    return (f'<div class="stats" data-state="{state}" data-tokens="{stats.tokens}" '
+            f'data-tokens-per-s="{stats.tokens_per_s:.4f}">{body}</div>')
 
 
 def summary_html(summary) -> str:
@@ -108,7 +109,9 @@ def race_chart_svg(series: dict, width: int = 640, height: int = 180) -> str:
         colour = colours.get(side, "#333")
         out.append(f'<polyline class="line-{side}" fill="none" stroke="{colour}" stroke-width="2.5" points="{path}"/>')
         t, n = pts[-1]
-        out.append(f'<text x="{sx(t) + 6:.1f}" y="{sy(n) + 4:.1f}" font-size="12" fill="{colour}">{side} {n}</text>')
+        # End labels: speculative above its line end, baseline below, so they never overlap.
+        dy = -6 if side == "speculative" else 14
+        out.append(f'<text x="{sx(t) + 6:.1f}" y="{sy(n) + dy:.1f}" font-size="12" fill="{colour}">{side} {n}</text>')
     out.append("</svg>")
     return "".join(out)
 

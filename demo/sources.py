@@ -76,7 +76,8 @@ class ModelStore:
             return Path(spec.path).expanduser()
         if isinstance(spec, HubSource):
             raise ValueError("hub models live in huggingface_hub's cache; use ready_path()")
-        digest = hashlib.sha256(spec.model_dump_json().encode()).hexdigest()[:12]
+        # Only what was set: a new optional field in the schema must not orphan old caches.
+        digest = hashlib.sha256(spec.model_dump_json(exclude_defaults=True).encode()).hexdigest()[:12]
         label = {
             PypiSource: lambda s: s.package.format(i="").rstrip("-_"),
             GgufSource: lambda s: Path(s.path).stem,
