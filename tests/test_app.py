@@ -79,3 +79,20 @@ def test_bad_inputs_give_readable_errors(client, args, message):
 def test_page_is_usable_after_errors(client):
     out = client.predict(*race_args(max_new_tokens=16), api_name="/race")
     assert 'data-tokens="16"' in out[3]
+
+
+def test_benchmark_tab_returns_table_plot_and_json(client):
+    import json
+    from pathlib import Path
+
+    table, plot, data = client.predict("smollm2-self-draft", ["sequential"], ["code"], "2", False, 1, 1, 16,
+                                       api_name="/bench")
+    assert "speedup" in table and "sequential" in table
+    assert Path(plot).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    result = json.loads(Path(data).read_text())
+    assert len(result["samples"]) == 1 and result["settings"]["assistant_tokens"] == [2]
+
+
+def test_benchmark_tab_rejects_bad_assistant_tokens(client):
+    with pytest.raises(Exception, match="whole numbers separated by commas"):
+        client.predict("smollm2-self-draft", ["sequential"], ["code"], "2,x", False, 1, 1, 16, api_name="/bench")

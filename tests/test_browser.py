@@ -67,9 +67,18 @@ def samples(page):
 
 
 def set_max_new_tokens(page, value):
+    """Type into the slider's number box; retry, since a re-render can swallow the first try."""
     box = page.locator("#max-new-tokens input[type=number]")
-    box.fill(str(value))
-    box.press("Enter")
+    check = f"() => document.querySelector('#max-new-tokens input[type=range]').value == '{value}'"
+    for _ in range(3):
+        box.fill(str(value))
+        box.press("Tab")  # the slider takes the typed value on blur
+        try:
+            page.wait_for_function(check, timeout=3_000)
+            return
+        except sync_api.TimeoutError:
+            continue
+    raise AssertionError(f"could not set max new tokens to {value}")
 
 
 def test_both_panels_stream_at_the_same_time_and_counters_move(page):
