@@ -49,8 +49,7 @@ class Summary:
     baseline: SideStats
     speculative: SideStats
     speedup: Optional[float]
-    acceptance_rate: Optional[float]   # OpenVINO's accepted ÷ drafted
-    accepted_tokens: Optional[int]     # OpenVINO's count
+    acceptance_rate: Optional[float]   # OpenVINO's accepted ÷ drafted (its count skips the final step)
     verdict: str
     how: str                           # how the race was run, in words
     errors: dict
@@ -145,7 +144,6 @@ class Arena:
             speculative=s,
             speedup=speedup(b, s) if not (base.error or spec.error) else None,
             acceptance_rate=acceptance_rate(spec.ov_accepted_tokens, spec.ov_draft_tokens),
-            accepted_tokens=spec.ov_accepted_tokens,
             verdict=equality_verdict(base.token_ids, spec.token_ids),
             how=how_it_ran(request.mode, request.options, request.settings.method, threads),
             errors={side: r.error for side, r in results.items() if r.error},
