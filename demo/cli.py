@@ -69,7 +69,7 @@ def _resolve(args) -> tuple[Path, Optional[Path], str, int]:
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = build_parser().parse_intermixed_args(argv)  # paths may come before and after flags
     try:
         from .arena import validate_prompt
         from .metrics import acceptance_rate, equality_verdict, side_stats, speedup
