@@ -13,7 +13,7 @@ import argparse
 import sys
 
 from demo.arena import Arena
-from demo.errors import DemoError
+from demo.errors import run_command
 from demo.render import CSS
 from demo.ui import THEME, build_demo
 
@@ -47,13 +47,12 @@ def main(argv=None) -> int:
     ap.add_argument("--cache-dir", help="prepared-model cache (default $SPECDEC_CACHE_DIR or ~/.cache/speculative-arena)")
     ap.add_argument("--share", action="store_true", help="also create a public gradio.live link (off by default)")
     args = ap.parse_args(argv)
-    try:
-        app = make_demo(args.preset, args.models, args.cache_dir)
-    except DemoError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
-    launch(app, args.host, args.port, args.share)
-    return 0
+
+    def serve() -> int:
+        launch(make_demo(args.preset, args.models, args.cache_dir), args.host, args.port, args.share)
+        return 0
+
+    return run_command(serve)
 
 
 if __name__ == "__main__":

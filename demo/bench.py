@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Optional, Sequence
 
 from .bench_prompts import CLASSES, BenchPrompt, select
-from .errors import DemoError
+from .errors import DemoError, run_command
 from .metrics import acceptance_rate, equality_verdict, side_stats, speedup
 from .settings import GenerationSettings, PipelineOptions, cpu_cores, race_threads
 from .streaming import BASELINE, SPECULATIVE
@@ -619,55 +619,53 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Optional[list[str]] = None) -> int:
     args = build_parser().parse_args(argv)
+    return run_command(lambda: _run(args))
+
+
+def _run(args) -> int:
+    _check_output(args.json, "--json")
+    _check_output(args.plot, "--plot")
+    classes = [c.strip() for c in args.prompts.split(",") if c.strip()] if args.prompts else None
+    ks = parse_ints(args.assistant_tokens)
+    bar = None  # made at the first progress report, so that early errors print alone
+
+    def progress(done: int, total: int, message: str) -> None:
+        nonlocal bar
+        if bar is None:
+            from tqdm import tqdm
+
+            bar = tqdm(total=total, unit="run", desc="bench", file=sys.stderr, dynamic_ncols=True)
+        bar.total = total
+        bar.n = done
+        bar.set_postfix_str(message, refresh=False)
+        bar.refresh()
+
     try:
-        _check_output(args.json, "--json")
-        _check_output(args.plot, "--plot")
-        classes = [c.strip() for c in args.prompts.split(",") if c.strip()] if args.prompts else None
-        ks = parse_ints(args.assistant_tokens)
-        bar = None  # made at the first progress report, so that early errors print alone
+        result = run_bench(
+            args.preset,
+            modes=[args.mode] if args.mode else MODES,
+            assistant_tokens=ks,
+            prompt_lookup=args.prompt_lookup,
+            repeat=args.repeat,
+            prompt_classes=classes,
+            max_new_tokens=args.max_new_tokens,
+            limit_prompts=args.limit_prompts,
+            exact=args.exact,
+            cache_dir=args.cache_dir,
+            models=args.models,
+            progress=progress,
+            race_thread_count=args.race_threads,
+        )
+    finally:
+        if bar is not None:
+            bar.close()
+    print(format_table(result))
+    if args.json:
+        write_json(result, args.json)
+    if args.plot:
+        write_plot(result, args.plot)
+    return 130 if result["interrupted"] else 0
 
-        def progress(done: int, total: int, message: str) -> None:
-            nonlocal bar
-            if bar is None:
-                from tqdm import tqdm
-
-                bar = tqdm(total=total, unit="run", desc="bench", file=sys.stderr, dynamic_ncols=True)
-            bar.total = total
-            bar.n = done
-            bar.set_postfix_str(message, refresh=False)
-            bar.refresh()
-
-        try:
-            result = run_bench(
-                args.preset,
-                modes=[args.mode] if args.mode else MODES,
-                assistant_tokens=ks,
-                prompt_lookup=args.prompt_lookup,
-                repeat=args.repeat,
-                prompt_classes=classes,
-                max_new_tokens=args.max_new_tokens,
-                limit_prompts=args.limit_prompts,
-                exact=args.exact,
-                cache_dir=args.cache_dir,
-                models=args.models,
-                progress=progress,
-                race_thread_count=args.race_threads,
-            )
-        finally:
-            if bar is not None:
-                bar.close()
-        print(format_table(result))
-        if args.json:
-            write_json(result, args.json)
-        if args.plot:
-            write_plot(result, args.plot)
-        return 130 if result["interrupted"] else 0
-    except DemoError as e:
-        print(f"error: {' '.join(str(e).split())}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("\nstopped", file=sys.stderr)
-        return 130
 
 
 if __name__ == "__main__":

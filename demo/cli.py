@@ -16,7 +16,7 @@ import threading
 from pathlib import Path
 from typing import Optional
 
-from .errors import DemoError
+from .errors import DemoError, run_command
 from .race import ChunkEvent, DoneEvent, race, sequential
 from .settings import GenerationSettings, PipelineOptions, race_threads
 from .streaming import BASELINE, SPECULATIVE
@@ -70,59 +70,57 @@ def _resolve(args) -> tuple[Path, Optional[Path], str, int]:
 
 def main(argv: Optional[list[str]] = None) -> int:
     args = build_parser().parse_intermixed_args(argv)  # paths may come before and after flags
-    try:
-        from .arena import validate_prompt
-        from .metrics import acceptance_rate, equality_verdict, side_stats, speedup
-        from .pipelines import PipelineCache
+    return run_command(lambda: _run(args))
 
-        main_dir, draft_dir, prompt, default_k = _resolve(args)
-        validate_prompt(prompt)
-        threshold = args.assistant_confidence_threshold
-        settings = GenerationSettings(
-            max_new_tokens=args.max_new_tokens,
-            method="prompt_lookup" if args.prompt_lookup else "draft",
-            assistant_tokens=None if threshold is not None else (args.num_assistant_tokens or default_k),
-            confidence_threshold=threshold,
-            sampling=args.sample, temperature=args.temperature, top_p=args.top_p,
-        ).validated()
-        options = PipelineOptions(args.device, args.draft_device, exact=args.exact,
-                                  threads=race_threads() if args.mode == "race" else None,
-                                  cache_size_gb=args.cache_size)
-        print("[loading and warming up both pipelines]", file=sys.stderr)
-        runners = PipelineCache().get(main_dir, draft_dir, settings.method, options)
-        stream = race if args.mode == "race" else sequential
-        results = {}
-        stop = threading.Event()
-        for event in stream(runners, prompt, settings, stop):
-            if isinstance(event, ChunkEvent) and event.side == SPECULATIVE:
-                print(event.chunk.text, end="", flush=True)
-            elif isinstance(event, DoneEvent):
-                results[event.side] = event.result
-        print()
-        for side in (BASELINE, SPECULATIVE):
-            r = results[side]
-            if r.error:
-                print(f"{side}: failed: {r.error}")
-                continue
-            st = side_stats(r.chunks, r.start, r.end)
-            print(f"{side:12s} {st.tokens:4d} tokens in {st.elapsed_s:6.2f} s = {st.tokens_per_s:6.1f} tok/s"
-                  f"  TTFT {st.ttft_s * 1000:6.0f} ms  TPOT {st.tpot_ms or 0:6.1f} ms"
-                  f"  {st.tokens_per_step:.2f} tokens/step"
-                  f"  (OpenVINO: TTFT {r.ov_ttft_ms:.0f} ms, TPOT {r.ov_tpot_ms:.1f} ms)")
-        b, s = results[BASELINE], results[SPECULATIVE]
-        if not (b.error or s.error):
-            bs, ss = side_stats(b.chunks, b.start, b.end), side_stats(s.chunks, s.start, s.end)
-            rate = acceptance_rate(s.ov_accepted_tokens, s.ov_draft_tokens)
-            rate_text = f"acceptance rate {rate * 100:.0f}% (OpenVINO's count)" if rate is not None else "no acceptance rate"
-            print(f"speedup {speedup(bs, ss):.2f}x ({args.mode} mode); {ss.accepted} draft tokens accepted; "
-                  f"{rate_text}; outputs {equality_verdict(b.token_ids, s.token_ids)}")
-        return 0
-    except DemoError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("\nstopped", file=sys.stderr)
-        return 130
+
+def _run(args) -> int:
+    from .arena import validate_prompt
+    from .metrics import acceptance_rate, equality_verdict, side_stats, speedup
+    from .pipelines import PipelineCache
+
+    main_dir, draft_dir, prompt, default_k = _resolve(args)
+    validate_prompt(prompt)
+    threshold = args.assistant_confidence_threshold
+    settings = GenerationSettings(
+        max_new_tokens=args.max_new_tokens,
+        method="prompt_lookup" if args.prompt_lookup else "draft",
+        assistant_tokens=None if threshold is not None else (args.num_assistant_tokens or default_k),
+        confidence_threshold=threshold,
+        sampling=args.sample, temperature=args.temperature, top_p=args.top_p,
+    ).validated()
+    options = PipelineOptions(args.device, args.draft_device, exact=args.exact,
+                              threads=race_threads() if args.mode == "race" else None,
+                              cache_size_gb=args.cache_size)
+    print("[loading and warming up both pipelines]", file=sys.stderr)
+    runners = PipelineCache().get(main_dir, draft_dir, settings.method, options)
+    stream = race if args.mode == "race" else sequential
+    results = {}
+    stop = threading.Event()
+    for event in stream(runners, prompt, settings, stop):
+        if isinstance(event, ChunkEvent) and event.side == SPECULATIVE:
+            print(event.chunk.text, end="", flush=True)
+        elif isinstance(event, DoneEvent):
+            results[event.side] = event.result
+    print()
+    for side in (BASELINE, SPECULATIVE):
+        r = results[side]
+        if r.error:
+            print(f"{side}: failed: {r.error}")
+            continue
+        st = side_stats(r.chunks, r.start, r.end)
+        print(f"{side:12s} {st.tokens:4d} tokens in {st.elapsed_s:6.2f} s = {st.tokens_per_s:6.1f} tok/s"
+              f"  TTFT {st.ttft_s * 1000:6.0f} ms  TPOT {st.tpot_ms or 0:6.1f} ms"
+              f"  {st.tokens_per_step:.2f} tokens/step"
+              f"  (OpenVINO: TTFT {r.ov_ttft_ms:.0f} ms, TPOT {r.ov_tpot_ms:.1f} ms)")
+    b, s = results[BASELINE], results[SPECULATIVE]
+    if not (b.error or s.error):
+        bs, ss = side_stats(b.chunks, b.start, b.end), side_stats(s.chunks, s.start, s.end)
+        rate = acceptance_rate(s.ov_accepted_tokens, s.ov_draft_tokens)
+        rate_text = f"acceptance rate {rate * 100:.0f}% (OpenVINO's count)" if rate is not None else "no acceptance rate"
+        print(f"speedup {speedup(bs, ss):.2f}x ({args.mode} mode); {ss.accepted} draft tokens accepted; "
+              f"{rate_text}; outputs {equality_verdict(b.token_ids, s.token_ids)}")
+    return 0
+
 
 
 if __name__ == "__main__":

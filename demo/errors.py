@@ -9,3 +9,21 @@ traceback.
 
 class DemoError(Exception):
     """An error whose message is meant for the person using the demo."""
+
+
+def run_command(body, interrupted: str = "stopped") -> int:
+    """Run a command-line tool's body and turn user errors into one line and an exit code.
+
+    DemoError -> "error: <sentence>" on stderr, exit 1; Ctrl-C -> `interrupted`, exit 130.
+    Anything else is a bug and keeps its traceback.
+    """
+    import sys
+
+    try:
+        return body()
+    except DemoError as e:
+        print(f"error: {' '.join(str(e).split())}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"\n{interrupted}", file=sys.stderr)
+        return 130

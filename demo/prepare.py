@@ -8,13 +8,12 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from .errors import DemoError
+from .errors import DemoError, run_command
 from .presets import Preset, load_presets
 from .sources import ModelStore, Progress, _no_progress
 
@@ -98,35 +97,33 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("--models", type=Path, help="path to models.yaml (default: the repo's)")
     ap.add_argument("--cache-dir", type=Path, help="where prepared models live (default: $SPECDEC_CACHE_DIR or ~/.cache/speculative-arena)")
     args = ap.parse_args(argv)
-    try:
-        presets = load_presets(args.models)
-        store = ModelStore(args.cache_dir)
-        if args.list:
-            print(f"cache: {store.cache_dir}")
-            for name, p in presets.presets.items():
-                ready = store.is_ready(p.main) and (p.draft is None or store.is_ready(p.draft))
-                mark = "ready" if ready else "not prepared"
-                default = " (default)" if name == presets.default else ""
-                print(f"  {name:28s} {mark:13s} {p.description}{default}")
-            return 0
-        preset = presets.get(args.preset)
-        bar = _TqdmProgress()
-        try:
-            pair = prepare_preset(preset, store, bar)
-        finally:
-            bar.close()
-        verb = "already prepared" if pair.reused else "prepared"
-        print(f"{preset.name}: {verb} in {pair.seconds:.1f} s")
-        print(f"  main : {pair.main}")
-        if pair.draft:
-            print(f"  draft: {pair.draft}")
+    return run_command(lambda: _run(args), interrupted="interrupted; nothing half-prepared was kept")
+
+
+def _run(args) -> int:
+    presets = load_presets(args.models)
+    store = ModelStore(args.cache_dir)
+    if args.list:
+        print(f"cache: {store.cache_dir}")
+        for name, p in presets.presets.items():
+            ready = store.is_ready(p.main) and (p.draft is None or store.is_ready(p.draft))
+            mark = "ready" if ready else "not prepared"
+            default = " (default)" if name == presets.default else ""
+            print(f"  {name:28s} {mark:13s} {p.description}{default}")
         return 0
-    except DemoError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("interrupted; nothing half-prepared was kept", file=sys.stderr)
-        return 130
+    preset = presets.get(args.preset)
+    bar = _TqdmProgress()
+    try:
+        pair = prepare_preset(preset, store, bar)
+    finally:
+        bar.close()
+    verb = "already prepared" if pair.reused else "prepared"
+    print(f"{preset.name}: {verb} in {pair.seconds:.1f} s")
+    print(f"  main : {pair.main}")
+    if pair.draft:
+        print(f"  draft: {pair.draft}")
+    return 0
+
 
 
 if __name__ == "__main__":

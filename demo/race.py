@@ -18,7 +18,7 @@ from typing import Callable, Iterator, Optional, Protocol, Union
 
 from .errors import DemoError
 from .settings import GenerationSettings
-from .streaming import BASELINE, SIDES, SPECULATIVE, Chunk
+from .streaming import SIDES, Chunk
 
 
 class Runner(Protocol):

@@ -163,7 +163,7 @@ CSS = f"""
 
 LEGEND_HTML = (
     '<div class="legend">'
-    f'<span class="tok-accepted">guessed by the draft, accepted</span>'
-    f'<span class="tok-main">produced by the main model itself</span>'
+    '<span class="tok-accepted">guessed by the draft, accepted</span>'
+    '<span class="tok-main">produced by the main model itself</span>'
     "</div>"
 )

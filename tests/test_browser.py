@@ -5,7 +5,6 @@ in the browser, so this test watches the DOM while a race runs.
 """
 
 import os
-import shutil
 from pathlib import Path
 from urllib.parse import urlparse
 
