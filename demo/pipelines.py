@@ -125,7 +125,8 @@ class OpenVINORunner:
                 c.max_ngram_size = s.max_ngram_size
         return c
 
-    def run(self, prompt: str, settings: GenerationSettings, on_chunk: OnChunk) -> RunResult:
+    def run(self, prompt: str, settings: GenerationSettings, on_chunk: OnChunk,
+            on_start: Callable[[float], None] = lambda t: None) -> RunResult:
         ov = self._ov
         detok = IncrementalDetokenizer(lambda ids: self.tokenizer.decode(list(ids)))
         templated = self.template(prompt)
@@ -158,6 +159,7 @@ class OpenVINORunner:
 
         with self._lock:
             result.start = time.perf_counter()
+            on_start(result.start)
             try:
                 decoded = self.pipe.generate([templated], self._config(settings), _Streamer())
             except RuntimeError as e:

@@ -24,7 +24,10 @@ from .streaming import SIDES, Chunk
 class Runner(Protocol):
     side: str
 
-    def run(self, prompt: str, settings: GenerationSettings, on_chunk: Callable[[Chunk], bool]): ...
+    def run(self, prompt: str, settings: GenerationSettings, on_chunk: Callable[[Chunk], bool],
+            on_start: Callable[[float], None] = ...):
+        """Generate, calling on_start(perf_counter) once generation really begins (after any
+        wait for the pipeline) and on_chunk for every step; return a RunResult."""
 
 
 @dataclass(frozen=True)
@@ -50,50 +53,82 @@ class DoneEvent:
 
 Event = Union[StartEvent, ChunkEvent, DoneEvent]
 
-# Max time to wait for a side's thread after Stop; generate() returns within one step
-# of the streamer answering CANCEL.
-JOIN_TIMEOUT_S = 30.0
-
-
 def _run_side(runner: Runner, prompt: str, settings: GenerationSettings, stop: threading.Event,
               emit: Callable[[Event], None], phase: str = "live") -> None:
     """Run one side to the end, turning every failure into a reported result."""
+    started: list[float] = []
+
+    def on_start(t: float) -> None:
+        # The side's clock starts when generate() really starts, not when this thread did:
+        # time spent waiting for a pipeline that a stopped run still holds is not counted.
+        started.append(t)
+        emit(StartEvent(runner.side, t))
 
     def on_chunk(chunk: Chunk) -> bool:
         emit(ChunkEvent(runner.side, chunk, phase))
         return not stop.is_set()
 
-    start = time.perf_counter()
-    emit(StartEvent(runner.side, start))
     try:
-        result = runner.run(prompt, settings, on_chunk)
+        result = runner.run(prompt, settings, on_chunk, on_start)
     except DemoError as e:
-        result = _failed(runner.side, start, str(e))
+        result = _failed(runner.side, started, str(e))
     except Exception as e:  # a bug or an OpenVINO failure on this side must not hang the other
-        result = _failed(runner.side, start, f"{type(e).__name__}: {e}")
+        result = _failed(runner.side, started, f"{type(e).__name__}: {e}")
     if stop.is_set():
         result.cancelled = True
     emit(DoneEvent(runner.side, result))
 
 
-def _failed(side: str, start: float, message: str):
+def _failed(side: str, started: list, message: str):
     from .pipelines import RunResult  # local import: RunResult is a plain dataclass
 
-    return RunResult(side, start=start, end=time.perf_counter(), error=message)
+    now = time.perf_counter()
+    return RunResult(side, start=started[0] if started else now, end=now, error=message)
+
+
+class _Workers:
+    """Worker threads that end by themselves; `on_finished` runs once, after the last one.
+
+    Nobody ever joins them: closing a stream (Stop, tab closed) happens on the web server's
+    event loop, and waiting there for one or two model steps would freeze every visitor.
+    The engine learns that the CPU is free again from `on_finished` instead.
+    """
+
+    def __init__(self, on_finished: Optional[Callable[[], None]]):
+        self._on_finished = on_finished
+        self._left = 0
+        self._lock = threading.Lock()
+
+    def start(self, name: str, target: Callable[[], None]) -> None:
+        with self._lock:
+            self._left += 1
+
+        def body():
+            try:
+                target()
+            finally:
+                with self._lock:
+                    self._left -= 1
+                    last = self._left == 0
+                if last and self._on_finished is not None:
+                    self._on_finished()
+
+        threading.Thread(target=body, name=name, daemon=True).start()
 
 
 def race(runners: dict, prompt: str, settings: GenerationSettings,
-         stop: Optional[threading.Event] = None) -> Iterator[Event]:
-    """Both sides at once. Closing the iterator (or setting `stop`) cancels both."""
+         stop: Optional[threading.Event] = None,
+         on_finished: Optional[Callable[[], None]] = None) -> Iterator[Event]:
+    """Both sides at once. Closing the iterator (or setting `stop`) cancels both.
+
+    `on_finished` is called (from a worker thread) once both sides have returned, also when
+    the iterator was closed early; closing itself never waits.
+    """
     stop = stop or threading.Event()
     events: "queue.Queue[Event]" = queue.Queue()
-    threads = [
-        threading.Thread(target=_run_side, args=(runners[s], prompt, settings, stop, events.put),
-                         name=f"race-{s}", daemon=True)
-        for s in SIDES
-    ]
-    for t in threads:
-        t.start()
+    workers = _Workers(on_finished)
+    for s in SIDES:
+        workers.start(f"race-{s}", lambda r=runners[s]: _run_side(r, prompt, settings, stop, events.put))
     pending = set(SIDES)
     try:
         while pending:
@@ -105,32 +140,36 @@ def race(runners: dict, prompt: str, settings: GenerationSettings,
         # Runs on normal end, on Stop, and when the consumer goes away (tab closed).
         if pending:
             stop.set()
-        for t in threads:
-            t.join(JOIN_TIMEOUT_S)
 
 
 def sequential(runners: dict, prompt: str, settings: GenerationSettings,
-               stop: Optional[threading.Event] = None) -> Iterator[Event]:
-    """Baseline alone, then speculative alone: the fair measurement."""
+               stop: Optional[threading.Event] = None,
+               on_finished: Optional[Callable[[], None]] = None) -> Iterator[Event]:
+    """Baseline alone, then speculative alone: the fair measurement.
+
+    One worker thread runs both sides in turn, so that this generator can yield while a
+    side generates; `on_finished` as in race().
+    """
     stop = stop or threading.Event()
-    for side in SIDES:
-        if stop.is_set():
-            break
-        # A worker thread, so that this generator can yield while the side generates.
-        box: "queue.Queue[Event]" = queue.Queue()
-        worker = threading.Thread(target=_run_side, args=(runners[side], prompt, settings, stop, box.put),
-                                  name=f"fair-{side}", daemon=True)
-        worker.start()
-        try:
-            while True:
-                event = box.get()
-                yield event
-                if isinstance(event, DoneEvent):
-                    break
-        finally:
-            if worker.is_alive():
-                stop.set()
-            worker.join(JOIN_TIMEOUT_S)
+    events: "queue.Queue[Event]" = queue.Queue()
+
+    def both() -> None:
+        for side in SIDES:
+            if stop.is_set():
+                break
+            _run_side(runners[side], prompt, settings, stop, events.put)
+        events.put(None)  # end of the measurement
+
+    workers = _Workers(on_finished)
+    workers.start("fair", both)
+    finished = False
+    try:
+        while (event := events.get()) is not None:
+            yield event
+        finished = True
+    finally:
+        if not finished:
+            stop.set()
 
 
 def replay(results: dict, speed: float = 1.0, stop: Optional[threading.Event] = None,

@@ -19,9 +19,10 @@ class FakeRunner:
         self.first_token = first_token
         self.calls = 0
 
-    def run(self, prompt, settings, on_chunk):
+    def run(self, prompt, settings, on_chunk, on_start=lambda t: None):
         self.calls += 1
         result = RunResult(self.side, start=time.perf_counter(), end=0.0)
+        on_start(result.start)
         if self.fail_with is not None:
             raise self.fail_with
         token = self.first_token
