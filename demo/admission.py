@@ -1,0 +1,109 @@
+"""The engine's one admission point: who may use the CPU now, and in what order.
+
+On a 2-core box one race already fills the machine, so the engine runs one heavy job
+(a race, a fair measurement, a benchmark, a calibration) at a time. Everything else a
+visitor does (loading the page, reading the status, replaying a recorded run) never waits
+here. Jobs are served first come, first served; a waiting job can be cancelled (Stop, tab
+closed) and learns its place in line, so the page can say "2 runs ahead of you".
+
+A slot is held by the job's worker threads, not by the generator a web handler iterates:
+closing that generator (Stop) only asks the workers to stop, and the slot is released when
+the last of them has really returned, so the next visitor's clock never counts the end
+of someone else's run.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+from .errors import DemoError
+
+POLL_S = 0.2  # how often a waiting job checks its stop flag and its place in line
+
+
+class Cancelled(DemoError):
+    """The visitor stopped a job before it got the CPU."""
+
+
+class QueueFull(DemoError):
+    pass
+
+
+@dataclass
+class Ticket:
+    number: int
+    what: str
+    since: float
+    _admission: "Admission"
+    _released: bool = False
+
+    def release(self) -> None:
+        """Give the slot back (idempotent: a Stop and the normal end may both call it)."""
+        self._admission._release(self)
+
+
+class Admission:
+    def __init__(self, max_waiting: int = 8):
+        self.max_waiting = max_waiting
+        self._cond = threading.Condition()
+        self._waiting: deque[Ticket] = deque()
+        self._holder: Optional[Ticket] = None
+        self._numbers = itertools.count(1)
+
+    def enter(self, what: str, stop: Optional[threading.Event] = None,
+              status: Callable[[str], None] = lambda m: None, timeout_s: Optional[float] = None) -> Ticket:
+        """Wait for the slot in arrival order; return the held Ticket.
+
+        Raises Cancelled when `stop` is set while waiting, QueueFull when too many wait.
+        """
+        with self._cond:
+            if len(self._waiting) >= self.max_waiting:
+                raise QueueFull(
+                    f"{len(self._waiting)} runs are already waiting for this machine; try again in a minute."
+                )
+            ticket = Ticket(next(self._numbers), what, time.monotonic(), self)
+            self._waiting.append(ticket)
+            last_ahead = None
+            try:
+                while True:
+                    if self._holder is None and self._waiting[0] is ticket:
+                        self._waiting.popleft()
+                        self._holder = ticket
+                        return ticket
+                    if stop is not None and stop.is_set():
+                        raise Cancelled("Stopped before the run started.")
+                    if timeout_s is not None and time.monotonic() - ticket.since > timeout_s:
+                        raise DemoError("The machine stayed busy for too long; try again in a minute.")
+                    ahead = self._waiting.index(ticket) + (self._holder is not None)
+                    if ahead != last_ahead:
+                        last_ahead = ahead
+                        busy = f" ({self._holder.what} running)" if self._holder else ""
+                        status(f"waiting for the machine: {ahead} run{'s' if ahead != 1 else ''} ahead of you{busy}")
+                    self._cond.wait(POLL_S)
+            except BaseException:
+                if ticket in self._waiting:
+                    self._waiting.remove(ticket)
+                    self._cond.notify_all()
+                raise
+
+    def _release(self, ticket: Ticket) -> None:
+        with self._cond:
+            if ticket._released:
+                return
+            ticket._released = True
+            if self._holder is ticket:
+                self._holder = None
+                self._cond.notify_all()
+
+    def state(self) -> dict:
+        """What the page shows: what runs now, and how many wait."""
+        with self._cond:
+            return {
+                "running": self._holder.what if self._holder else None,
+                "waiting": len(self._waiting),
+            }

@@ -1,0 +1,233 @@
+"""Prove that the test suite has teeth: break the code on purpose and watch the tests fail.
+
+    python scripts/mutation_check.py            # every mutation (about 2-3 minutes on 2 cores)
+    python scripts/mutation_check.py -k stop    # only mutations whose name contains "stop"
+    python scripts/mutation_check.py --list     # show the mutations and their tests
+
+For each mutation it copies the repository's files (`git ls-files`, plus new untracked files
+under demo/ and tests/) into a temporary folder, applies one textual patch to one demo/
+module, and runs a chosen subset of fast tests there (`pytest -x -q`). The mutant must be
+KILLED: the tests fail. It first runs all those tests once on the unpatched copy, which must
+pass, so a failure can be blamed on the mutation.
+
+Prepared models are not converted again: the copies share $SPECDEC_CACHE_DIR (default: this
+checkout's .cache-test, as scripts/test.sh uses).
+
+It prints a table (mutation, tests run, result, seconds) and exits non-zero when any mutant
+SURVIVED, when a patch no longer applies (its anchor text is gone from the module: update
+the mutation next to the code change), or when the unpatched tests fail.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+TIMEOUT_S = 300  # per pytest run; tests have their own hang guards, so this is a last resort
+
+
+@dataclass(frozen=True)
+class Mutation:
+    name: str
+    why: str    # the behaviour that breaks
+    path: str   # the demo/ module patched
+    old: str    # anchor text, must occur exactly once
+    new: str
+    tests: tuple[str, ...]
+
+
+MUTATIONS = [
+    Mutation(
+        "render: no HTML escaping",
+        "model output reaches the page as HTML (<script> would run)",
+        "demo/render.py",
+        "    return html.escape(text, quote=True)",
+        "    return text",
+        ("tests/test_render.py",),
+    ),
+    Mutation(
+        "race: sides run one after the other",
+        "the race is sequential, so one panel waits for the other",
+        "demo/race.py",
+        '    for s in SIDES:\n'
+        '        workers.start(f"race-{s}", lambda r=runners[s]: _run_side(r, prompt, settings, stop, events.put))',
+        '    workers.start("race-both", lambda: [_run_side(runners[s], prompt, settings, stop, events.put)\n'
+        '                                        for s in SIDES])',
+        ("tests/test_race_logic.py::test_race_runs_both_sides_at_once",),
+    ),
+    Mutation(
+        "streaming: accepted count off by one (pure)",
+        "Chunk.accepted counts the main model's own token as accepted",
+        "demo/streaming.py",
+        "        return len(self.token_ids) - 1 if self.side == SPECULATIVE else 0",
+        "        return len(self.token_ids) if self.side == SPECULATIVE else 0",
+        ("tests/test_render.py::test_speculative_marks_match_accepted_tokens",),
+    ),
+    Mutation(
+        "streaming: accepted count off by one (vs OpenVINO)",
+        "the same, caught by comparing with OpenVINO's own accepted count on a real run",
+        "demo/streaming.py",
+        "        return len(self.token_ids) - 1 if self.side == SPECULATIVE else 0",
+        "        return len(self.token_ids) if self.side == SPECULATIVE else 0",
+        ("tests/test_engine.py::test_race_streams_both_sides_and_groups_chunks_by_step",),
+    ),
+    Mutation(
+        "race: speculative side ignores Stop",
+        "after Stop the speculative pipeline keeps generating",
+        "demo/race.py",
+        "        return not stop.is_set()",
+        "        return runner.side == SPECULATIVE or not stop.is_set()",
+        ("tests/test_race_logic.py::test_stop_cancels_both_sides_within_one_step",),
+    ),
+    Mutation(
+        "race: closing the stream does not stop the sides",
+        "Stop or a closed tab leaves both pipelines generating",
+        "demo/race.py",
+        "        if pending:\n            stop.set()\n\n\ndef sequential",
+        "        if pending:\n            pass\n\n\ndef sequential",
+        ("tests/test_race_logic.py::test_closing_the_stream_returns_at_once_and_the_threads_end_by_themselves",),
+    ),
+    Mutation(
+        "race: closing the stream waits for the workers",
+        "closing joins the threads on the server's event loop, freezing every visitor",
+        "demo/race.py",
+        "        if pending:\n            stop.set()\n\n\ndef sequential",
+        "        if pending:\n            stop.set()\n"
+        "            for t in threading.enumerate():\n"
+        "                if t.name.startswith('race-'):\n"
+        "                    t.join()\n\n\ndef sequential",
+        ("tests/test_race_logic.py::test_closing_the_stream_returns_at_once_and_the_threads_end_by_themselves",),
+    ),
+    Mutation(
+        "race: replay ignores the speed",
+        "a replay at 2x plays at 1x",
+        "demo/race.py",
+        "        wait = offset / speed - (clock() - t0)",
+        "        wait = offset - (clock() - t0)",
+        ("tests/test_race_logic.py::test_replay_keeps_each_sides_pace_and_merges_by_offset",),
+    ),
+    Mutation(
+        "metrics: verdict ignores a divergence",
+        "two different outputs are reported identical",
+        "demo/metrics.py",
+        "        if a != b:\n            return",
+        "        if a != b and False:\n            return",
+        ("tests/test_race_logic.py::test_acceptance_rate_and_verdicts",),
+    ),
+]
+
+
+def repo_files() -> list[str]:
+    """Tracked files, plus untracked (not ignored) ones under demo/ and tests/: a new module
+    that the code imports must come along, someone's scratch folder need not."""
+    def ls(*args: str) -> list[str]:
+        out = subprocess.run(["git", "ls-files", "-z", *args], cwd=ROOT, capture_output=True, check=True)
+        return [p for p in out.stdout.decode().split("\0") if p]
+
+    new = [p for p in ls("--others", "--exclude-standard") if p.startswith(("demo/", "tests/"))]
+    return sorted({p for p in ls() + new if (ROOT / p).is_file()})
+
+
+def copy_repo(dest: Path, files: list[str]) -> None:
+    for rel in files:
+        target = dest / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / rel, target)
+
+
+def apply(mutation: Mutation, dest: Path) -> bool:
+    path = dest / mutation.path
+    text = path.read_text(encoding="utf-8")
+    if text.count(mutation.old) != 1:
+        return False
+    path.write_text(text.replace(mutation.old, mutation.new), encoding="utf-8")
+    return True
+
+
+def run_tests(dest: Path, tests: tuple[str, ...]) -> tuple[int, str]:
+    env = dict(os.environ)
+    env.setdefault("SPECDEC_CACHE_DIR", str(ROOT / ".cache-test"))
+    env.update(GRADIO_ANALYTICS_ENABLED="False", HF_HUB_DISABLE_TELEMETRY="1", HF_HUB_OFFLINE="1",
+               PYTHONDONTWRITEBYTECODE="1")
+    cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *tests]
+    try:
+        proc = subprocess.run(cmd, cwd=dest, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
+    except subprocess.TimeoutExpired as e:
+        out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
+        return -1, out
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+def short(tests: tuple[str, ...]) -> str:
+    return ", ".join(t.replace("tests/", "").replace(".py::", "::") for t in tests)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("-k", default="", help="run only mutations whose name contains this text")
+    ap.add_argument("--list", action="store_true", help="list the mutations and exit")
+    ap.add_argument("-v", "--verbose", action="store_true", help="print pytest's output tail for every run")
+    args = ap.parse_args(argv)
+
+    chosen = [m for m in MUTATIONS if args.k.lower() in m.name.lower()]
+    if args.list:
+        for m in chosen:
+            print(f"{m.name}\n    breaks: {m.why}\n    patches {m.path}; runs {short(m.tests)}")
+        return 0
+    if not chosen:
+        print(f"no mutation matches {args.k!r}", file=sys.stderr)
+        return 2
+
+    files = repo_files()
+    rows, bad = [], 0
+    with tempfile.TemporaryDirectory(prefix="mutation-check-") as tmp:
+        # The unpatched copy must pass the very tests that are to kill the mutants.
+        clean = Path(tmp) / "clean"
+        copy_repo(clean, files)
+        all_tests = tuple(dict.fromkeys(t for m in chosen for t in m.tests))
+        t0 = time.perf_counter()
+        rc, out = run_tests(clean, all_tests)
+        took = time.perf_counter() - t0
+        rows.append(("(none: unpatched code)", f"{len(all_tests)} test selections", "pass" if rc == 0 else "FAILED", took))
+        if rc != 0:
+            bad += 1
+            print(f"The unpatched tests fail (pytest exit {rc}); no mutation result would mean anything:\n"
+                  + out[-3000:], file=sys.stderr)
+        else:
+            for i, m in enumerate(chosen):
+                dest = Path(tmp) / f"m{i}"
+                copy_repo(dest, files)
+                t0 = time.perf_counter()
+                if not apply(m, dest):
+                    result, rc, out = "PATCH STALE", None, f"anchor not found exactly once in {m.path}"
+                else:
+                    rc, out = run_tests(dest, m.tests)
+                    result = {0: "SURVIVED", 1: "killed"}.get(rc, "timeout" if rc == -1 else f"ERROR (pytest exit {rc})")
+                took = time.perf_counter() - t0
+                if result != "killed":
+                    bad += 1
+                if args.verbose or result != "killed":
+                    print(f"--- {m.name}: {result}\n" + "\n".join(out.strip().splitlines()[-15:]), file=sys.stderr)
+                rows.append((m.name, short(m.tests), result, took))
+                shutil.rmtree(dest, ignore_errors=True)
+
+    w1 = max(len(r[0]) for r in rows)
+    w2 = min(max(len(r[1]) for r in rows), 90)
+    print(f"{'mutation':<{w1}}  {'tests run':<{w2}}  {'result':<11}  seconds")
+    for name, tests, result, took in rows:
+        print(f"{name:<{w1}}  {tests:<{w2}}  {result:<11}  {took:7.1f}")
+    killed = sum(r[2] == "killed" for r in rows)
+    print(f"\n{killed} of {len(rows) - 1} mutants killed" + ("" if not bad else f"; {bad} problem(s): see above"))
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

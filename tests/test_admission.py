@@ -1,0 +1,124 @@
+"""The engine's admission point: one job on the CPU at a time, first come first served,
+cancellable while waiting, released by the workers (not by whoever closed the stream).
+
+Pure logic with fake runners; the real path (OpenVINO pipelines behind the same
+admission) is exercised by tests/test_app.py and tests/test_load.py.
+"""
+
+import threading
+import time
+
+import pytest
+
+from demo.admission import Admission, Cancelled, QueueFull
+from demo.race import race
+from demo.settings import GenerationSettings
+from demo.streaming import BASELINE, SPECULATIVE
+from tests.fakes import FakeRunner
+
+HANG_GUARD_S = 20
+
+
+def test_jobs_are_served_one_at_a_time_in_arrival_order():
+    admission = Admission()
+    first = admission.enter("first")
+    order, started = [], []
+
+    def job(name):
+        started.append(name)
+        ticket = admission.enter(name)
+        order.append(name)
+        time.sleep(0.02)
+        ticket.release()
+
+    threads = []
+    for name in ("a", "b", "c"):
+        t = threading.Thread(target=job, args=(name,))
+        t.start()
+        threads.append(t)
+        while name not in started or admission.state()["waiting"] < len(threads):
+            time.sleep(0.005)  # make the arrival order certain
+    assert order == []  # all wait while the first job holds the slot
+    first.release()
+    for t in threads:
+        t.join(HANG_GUARD_S)
+    assert order == ["a", "b", "c"]
+    assert admission.state() == {"running": None, "waiting": 0}
+
+
+def test_waiting_job_sees_its_place_and_can_be_cancelled():
+    admission = Admission()
+    holder = admission.enter("a race")
+    stop = threading.Event()
+    messages, outcome = [], {}
+
+    def wait():
+        try:
+            admission.enter("mine", stop, messages.append)
+        except Cancelled as e:
+            outcome["cancelled"] = str(e)
+
+    t = threading.Thread(target=wait)
+    t.start()
+    while not messages:
+        time.sleep(0.005)
+    assert messages[0] == "waiting for the machine: 1 run ahead of you (a race running)"
+    stop.set()
+    t.join(HANG_GUARD_S)
+    assert "Stopped" in outcome["cancelled"]
+    assert admission.state()["waiting"] == 0  # a cancelled job leaves the line
+    holder.release()
+    admission.enter("next").release()  # and the slot is free for the next one
+
+
+def test_queue_full_is_refused_with_a_sentence():
+    admission = Admission(max_waiting=1)
+    holder = admission.enter("a race")
+    stop = threading.Event()
+    t = threading.Thread(target=lambda: pytest.raises(Cancelled, admission.enter, "w", stop))
+    t.start()
+    while admission.state()["waiting"] < 1:
+        time.sleep(0.005)
+    with pytest.raises(QueueFull, match="already waiting for this machine; try again in a minute"):
+        admission.enter("one too many")
+    stop.set()
+    t.join(HANG_GUARD_S)
+    holder.release()
+
+
+def test_release_is_idempotent():
+    admission = Admission()
+    ticket = admission.enter("x")
+    other = threading.Event()
+    ticket.release()
+    second = admission.enter("y")
+    ticket.release()  # a late second release of the old ticket must not free y's slot
+    got = []
+    t = threading.Thread(target=lambda: (admission.enter("z", other), got.append("z")))
+    t.start()
+    time.sleep(0.3)
+    assert got == []
+    second.release()
+    t.join(HANG_GUARD_S)
+    assert got == ["z"]
+
+
+def test_slot_is_released_when_the_workers_end_not_when_the_stream_closes():
+    admission = Admission()
+    ticket = admission.enter("a race")
+    # Each step takes 0.4 s: closing the stream mid-step must not wait for the step,
+    # but the slot stays taken until both sides have really returned.
+    runners = {s: FakeRunner(s, [1] * 50, delay_s=0.4) for s in (BASELINE, SPECULATIVE)}
+    stream = race(runners, "p", GenerationSettings(max_new_tokens=50), on_finished=ticket.release)
+    next(stream)  # a StartEvent: both sides are generating
+    t0 = time.perf_counter()
+    stream.close()
+    closed_in = time.perf_counter() - t0
+    assert admission.state()["running"] == "a race"
+    assert closed_in < 0.2  # generous: no model step (0.4 s) was waited for
+    deadline = time.monotonic() + HANG_GUARD_S
+    while admission.state()["running"] is not None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert admission.state()["running"] is None
+    # Released well before the 50 steps (20 s) a side would take if Stop were ignored.
+    assert time.perf_counter() - t0 < 5
