@@ -15,6 +15,7 @@ from typing import Callable, Iterator, Optional, Union
 
 from .admission import Admission, Cancelled
 from .errors import DemoError
+from .explain import Explanation, explain
 from .metrics import SideStats, acceptance_rate, equality_verdict, side_stats, speedup
 from .prepare import PreparedPair, prepare_preset
 from .presets import ExportSource, HubSource, PresetFile, load_presets
@@ -71,6 +72,7 @@ class Summary:
     verdict: str
     how: str                           # how the race was run, in words
     errors: dict
+    why: Optional[Explanation] = None  # "Why this speedup?" (speculative runs that finished)
 
 
 def threads_for(request: RaceRequest) -> Optional[int]:
@@ -258,6 +260,28 @@ class Arena:
         t = threading.Thread(target=body, name="startup-warmup", daemon=True)
         t.start()
         return t
+
+    # -- results --------------------------------------------------------------------------
+    def summarize(self, results: dict, request: RaceRequest) -> Summary:
+        base, spec = results[BASELINE], results[SPECULATIVE]
+        b = side_stats(base.chunks, base.start, base.end)
+        s = side_stats(spec.chunks, spec.start, spec.end)
+        return Summary(
+            baseline=b,
+            speculative=s,
+            speedup=speedup(b, s) if not (base.error or spec.error) else None,
+            acceptance_rate=acceptance_rate(spec.ov_accepted_tokens, spec.ov_draft_tokens),
+            verdict=equality_verdict(base.token_ids, spec.token_ids),
+            how=how_it_ran(request.mode, request.options, request.settings.method, threads_for(request)),
+            errors={side: r.error for side, r in results.items() if r.error},
+            why=None if (base.error or spec.error) else explain(
+                base, spec, speedup(b, s), request.settings.assistant_tokens, self.calibration_for(request)),
+        )
+
+    def calibration_for(self, request: RaceRequest) -> Optional[dict]:
+        """This machine's calibration of the request's preset, if one was made (demo.calibrate)."""
+        return None
+
 
 def validate_prompt(prompt: Optional[str]) -> str:
     if prompt is None or not prompt.strip():

@@ -59,6 +59,12 @@ class RunResult:
     ov_tpot_ms: Optional[float] = None
     ov_accepted_tokens: Optional[int] = None
     ov_draft_tokens: Optional[int] = None
+    # Where the time went, from OpenVINO's own timers (ms): the main model's forward passes
+    # (for the speculative side: verifying), the draft's (drafting), and the main model's
+    # calls (prefill included), which with the tokens gives the cost of one verify step.
+    ov_main_infer_ms: Optional[float] = None
+    ov_draft_infer_ms: Optional[float] = None
+    ov_main_calls: Optional[int] = None
 
     @property
     def token_ids(self) -> list[int]:
@@ -197,10 +203,16 @@ class OpenVINORunner:
         result.ov_generated_tokens = int(pm.get_num_generated_tokens())
         result.ov_ttft_ms = float(pm.get_ttft().mean)
         result.ov_tpot_ms = float(pm.get_tpot().mean)
+        result.ov_main_infer_ms = float(pm.get_inference_duration().mean)
+        result.ov_main_calls = len(pm.raw_metrics.m_batch_sizes) or None
         ext = getattr(decoded, "extended_perf_metrics", None)
         if self.side == SPECULATIVE and ext is not None:
             result.ov_accepted_tokens = int(ext.get_num_accepted_tokens())
             result.ov_draft_tokens = int(ext.get_num_draft_tokens())
+            main, draft = ext.main_model_metrics, ext.draft_model_metrics
+            result.ov_main_infer_ms = float(main.get_inference_duration().mean)
+            result.ov_main_calls = len(main.raw_metrics.m_batch_sizes) or None
+            result.ov_draft_infer_ms = float(draft.get_inference_duration().mean)
         return result
 
 

@@ -153,6 +153,11 @@ CSS = f"""
 .stat b {{ font-size: 18px; }}
 .stat.note {{ color: var(--body-text-color-subdued); }}
 .summary {{ font-size: 15px; line-height: 1.7; }}
+.why {{ font-size: 14px; margin-top: 6px; }}
+.why summary {{ font-weight: 600; cursor: pointer; }}
+.why-regime {{ font-size: 15px; }}
+.why-bar {{ display: flex; height: 14px; border-radius: 4px; overflow: hidden; max-width: 640px; }}
+.why-part {{ display: block; height: 100%; }}
 .summary .big {{ font-size: 28px; font-weight: 700; color: {SPECULATIVE_COLOUR}; }}
 .summary .how {{ color: var(--body-text-color-subdued); font-size: 13px; }}
 .summary .error {{ color: #D55E00; }}
@@ -167,3 +172,37 @@ LEGEND_HTML = (
     '<span class="tok-main">produced by the main model itself</span>'
     "</div>"
 )
+
+
+def why_html(why) -> str:
+    """"Why this speedup?" (demo.explain.Explanation): where the speculative side's time went,
+    what one verify step cost here, and the sentence that says which regime this machine is in."""
+    if why is None:
+        return ""
+    rows = [f'<p class="why-regime">{_esc(why.regime)}</p>']
+    parts = [("drafting", why.draft_s, ACCEPTED_COLOUR), ("verifying", why.verify_s, MAIN_COLOUR),
+             ("other", why.other_s, BASELINE_COLOUR)]
+    total = sum(v for _, v, _ in parts if v) or 0.0
+    if total > 0:
+        bar = "".join(
+            f'<span class="why-part" data-part="{name}" data-seconds="{v:.4f}" title="{name}: {v:.2f} s" '
+            f'style="width:{100 * v / total:.1f}%;background:{colour}"></span>'
+            for name, v, colour in parts if v)
+        legend = ", ".join(f"{name} {v:.2f} s" for name, v, _ in parts if v is not None)
+        rows.append(f'<div class="why-bar">{bar}</div><p>Speculative side: {legend}.</p>')
+    if why.verify_step_ms is not None and why.base_token_ms is not None:
+        rows.append(f"One verify step ({why.assistant_tokens} guesses + 1) took {why.verify_step_ms:.0f} ms; "
+                    f"one plain step of the main model {why.base_token_ms:.0f} ms "
+                    f"(ratio {why.cost_ratio:.2f}×, OpenVINO's timers).")
+    if why.measured_speedup is not None:
+        line = f"Measured speedup {why.measured_speedup:.2f}×"
+        if why.predicted_speedup is not None:
+            line += f"; calibration predicted {why.predicted_speedup:.2f}×"
+        rows.append(line + ".")
+    if why.formats:
+        rows.append(f"Weights: {_esc(why.formats)}.")
+    if why.fastest_alone:
+        rows.append(f"Fastest configuration without a draft on this machine: {_esc(why.fastest_alone)}.")
+    ratio = f' data-cost-ratio="{why.cost_ratio:.4f}"' if why.cost_ratio is not None else ""
+    return (f'<details class="why" open{ratio}><summary>Why this speedup?</summary>'
+            + "".join(r if r.startswith("<") else f"<p>{r}</p>" for r in rows) + "</details>")

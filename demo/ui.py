@@ -260,9 +260,10 @@ def build_demo(arena: Arena, bench_enabled: bool = True) -> gr.Blocks:
                     stop_flag.set()  # Stop pressed, tab closed, or finished: stop both generate() calls
 
             run_event = run.click(run_race, inputs, list(components.values()),
-                                  concurrency_limit=RACE_HANDLERS, concurrency_id="race", api_name="race")
+                                  concurrency_limit=RACE_HANDLERS, concurrency_id="race", api_name="race",
+                                  preprocess=False)
             submit_event = prompt.submit(run_race, inputs, list(components.values()),
-                                         concurrency_limit=RACE_HANDLERS, concurrency_id="race",
+                                         concurrency_limit=RACE_HANDLERS, concurrency_id="race", preprocess=False,
                                          api_visibility="private")
             stop.click(None, None, None, cancels=[run_event, submit_event])
             # Light events skip the queue: they must never wait behind races, nor fill the queue.
@@ -342,7 +343,7 @@ def _stream(arena: Arena, request: RaceRequest, view: RaceView, components: dict
     if fair and not any(r.error for r in results.values()):
         yield from _replay(view, results, components, stop_flag)
     summary = arena.summarize(results, request)
-    view.summary = render.summary_html(summary)
+    view.summary = render.summary_html(summary) + render.why_html(summary.why)
     view.histogram = render.acceptance_histogram_svg(results[SPECULATIVE].chunks)
     view.status = ""
     view.dirty.update(SIDES)
@@ -498,5 +499,5 @@ def _bench_tab(arena: Arena, choices: list, default_preset: str) -> None:
                str(out / "bench.png"), str(out / "bench.json"))
 
     bench_event = run.click(run_bench, inputs, [table, plot, download],
-                            concurrency_limit=1, concurrency_id="bench", api_name="bench")
+                            concurrency_limit=1, concurrency_id="bench", api_name="bench", preprocess=False)
     stop.click(None, None, None, cancels=[bench_event])

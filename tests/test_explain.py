@@ -1,0 +1,69 @@
+""""Why this speedup?" on a real run of the SmolLM2 fixture, checked against counts and
+clocks taken outside OpenVINO's metrics."""
+
+import time
+
+import pytest
+
+from demo.explain import explain, regime_sentence
+from demo.pipelines import PipelineCache
+from demo.race import DoneEvent, sequential
+from demo.render import why_html
+from demo.settings import GenerationSettings, PipelineOptions
+from demo.streaming import BASELINE, SPECULATIVE
+
+K = 4
+
+
+@pytest.fixture(scope="module")
+def finished(smollm2_ir):
+    runners = PipelineCache().get(smollm2_ir, smollm2_ir, "draft", PipelineOptions())
+    settings = GenerationSettings(max_new_tokens=48, assistant_tokens=K)
+    t0 = time.perf_counter()
+    results = {e.side: e.result for e in sequential(runners, "Write a Python function that reverses a string.",
+                                                     settings) if isinstance(e, DoneEvent)}
+    return results, time.perf_counter() - t0
+
+
+def test_time_split_and_steps_agree_with_independent_counts(finished):
+    results, wall = finished
+    base, spec = results[BASELINE], results[SPECULATIVE]
+    why = explain(base, spec, 1.0, K)
+    # OpenVINO's main-model calls are the steps our streamer saw, one chunk per step.
+    assert spec.ov_main_calls == len(spec.chunks)
+    assert base.ov_main_calls == len(base.chunks) == 48
+    assert why.tokens_per_step == pytest.approx(48 / len(spec.chunks))
+    # Drafting + verifying happened inside the speculative side's wall-clock time.
+    spec_wall = spec.end - spec.start
+    assert 0 < why.draft_s and 0 < why.verify_s
+    assert why.draft_s + why.verify_s <= spec_wall * 1.02
+    assert why.other_s == pytest.approx(max(0.0, spec_wall - why.draft_s - why.verify_s), abs=1e-6)
+    # A verify step checks K+1 tokens: it costs more than one plain token, but not more than
+    # K+1 separate steps plus a margin for the fixture's tiny size.
+    assert why.verify_step_ms > 0 and why.base_token_ms > 0
+    assert why.cost_ratio == pytest.approx(why.verify_step_ms / why.base_token_ms)
+    assert why.regime.startswith(f"Checking {K + 1} tokens cost {why.cost_ratio:.1f}× one token here")
+
+
+def test_why_html_shows_the_split_escaped(finished):
+    results, _ = finished
+    why = explain(results[BASELINE], results[SPECULATIVE], 1.23, K,
+                  {"formats": "main <b>gguf</b>", "predicted_speedup": 1.5})
+    html = why_html(why)
+    assert "Why this speedup?" in html and "calibration predicted 1.50×" in html
+    assert "Measured speedup 1.23×" in html
+    assert "&lt;b&gt;gguf&lt;/b&gt;" in html and "<b>gguf</b>" not in html
+    assert f'data-seconds="{why.draft_s:.4f}"' in html and f'data-seconds="{why.verify_s:.4f}"' in html
+
+
+@pytest.mark.parametrize("ratio, step_ratio, tau, words", [
+    (1.1, 2.0, 4.5, ("bound by reading the weights from memory", "paid off")),
+    (2.8, 3.6, 3.0, ("each extra token costs arithmetic", "did not pay off")),
+    (None, None, None, ("no per-model timings",)),
+])
+def test_regime_sentence(ratio, step_ratio, tau, words):
+    sentence = regime_sentence(ratio, step_ratio, 5, tau)
+    for w in words:
+        assert w in sentence
+    if ratio is not None:
+        assert sentence.startswith(f"Checking 6 tokens cost {ratio:.1f}×")
