@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import re
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -212,6 +213,10 @@ class Arena:
         stream = race if request.mode == "race" else sequential
         started = False
         try:
+            for runner in runners.values():  # a too-long prompt: one refusal, before any side starts
+                check = getattr(runner, "check_prompt", None)
+                if check is not None:
+                    check(prompt, settings)
             events = stream(runners, prompt, settings, stop, on_finished=ticket.release)
             started = True
             yield from events
@@ -279,8 +284,25 @@ class Arena:
         )
 
     def calibration_for(self, request: RaceRequest) -> Optional[dict]:
-        """This machine's calibration of the request's preset, if one was made (demo.calibrate)."""
-        return None
+        """What this machine's calibration (demo.calibrate) says about the request: the
+        prediction for its formats, mode and K, and the fastest main-alone configuration."""
+        from .calibrate import load_cached
+
+        preset = self.presets.get(request.preset)
+        pair = self._prepared.get(preset.name)
+        result = load_cached(self.store, preset)
+        if result is None or pair is None:
+            return None
+        formats = {"main": pair.main_format, "draft": pair.draft_format}
+        mode = "race" if request.mode == "race" else "fair"
+        match = [c for c in result["candidates"] if c["mode"] == mode and c["k"] == request.settings.assistant_tokens
+                 and c["main_format"] == formats["main"] and c["draft_format"] == formats["draft"]]
+        fastest = result["fastest_alone"]
+        return {
+            "predicted_speedup": match[0]["speculative_tok_s"] / match[0]["baseline_tok_s"] if match else None,
+            "formats": f"main {formats['main']}, draft {formats['draft']}",
+            "fastest_alone": f"{fastest['main_format']} main alone, about {fastest['baseline_tok_s']:.1f} tok/s",
+        }
 
 
 def validate_prompt(prompt: Optional[str]) -> str:
@@ -290,7 +312,12 @@ def validate_prompt(prompt: Optional[str]) -> str:
         raise DemoError(
             f"The prompt is {len(prompt):,} characters long; the limit is {MAX_PROMPT_CHARS:,}, so shorten it."
         )
-    return prompt
+    # A lone surrogate (an API call can send "\ud800") is not text: the tokenizer's UTF-8
+    # conversion fails on it. Show it as U+FFFD, as a browser would, and run.
+    return _LONE_SURROGATE.sub("\ufffd", prompt)
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _status_stream(work: Callable[[Callable[[str], None]], object], out: list,
