@@ -62,6 +62,10 @@ class RaceRequest:
     # Threads per pipeline while racing: None = split the cores evenly (the default),
     # 0 = OpenVINO's own default (every pipeline uses every core). For measurements.
     race_threads: Optional[int] = None
+    # Weight formats (demo/formats.py) for pypi/gguf models; None = what models.yaml says
+    # (`auto`: this machine's calibrated choice). Both sides always use the same main weights.
+    main_format: Optional[str] = None
+    draft_format: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -120,7 +124,7 @@ class Arena:
         self.cache = cache or PipelineCache()
         self.admission = admission or Admission()
         self.allow_downloads = allow_downloads
-        self._prepared: dict[str, PreparedPair] = {}
+        self._prepared: dict[tuple, PreparedPair] = {}  # (preset, main format, draft format)
         self._preset_locks: dict[str, threading.Lock] = {}
         self._locks_lock = threading.Lock()
         self.startup = StartupState()
@@ -143,7 +147,7 @@ class Arena:
         offered only when already prepared, unless the operator allowed downloads.
         """
         preset = self.presets.get(preset_name)
-        if self.allow_downloads or preset.name in self._prepared:
+        if self.allow_downloads or any(key[0] == preset.name for key in self._prepared):
             return None
         specs = [preset.main] + ([preset.draft] if preset.draft is not None else [])
         remote = [s for s in specs if isinstance(s, (HubSource, ExportSource))]
@@ -153,12 +157,14 @@ class Arena:
                 f"`python -m demo.prepare --preset {preset.name}` (or start the app with --allow-downloads).")
 
     def prepare(self, preset_name: Optional[str], status: Callable[[str], None] = lambda m: None,
-                cancel: Optional[threading.Event] = None) -> PreparedPair:
-        """Prepare a preset's models once. Different presets prepare independently, so a long
-        prepare of one never blocks visitors of another."""
+                cancel: Optional[threading.Event] = None, main_format: Optional[str] = None,
+                draft_format: Optional[str] = None) -> PreparedPair:
+        """Prepare a preset's models (in the given formats) once. Different presets prepare
+        independently, so a long prepare of one never blocks visitors of another."""
         preset = self.presets.get(preset_name)
-        if preset.name in self._prepared:
-            return self._prepared[preset.name]
+        key = (preset.name, main_format, draft_format)
+        if key in self._prepared:
+            return self._prepared[key]
         reason = self.needs_operator(preset.name)
         if reason:
             raise DemoError(reason)
@@ -168,18 +174,23 @@ class Arena:
             if cancel is not None and cancel.is_set():
                 raise Cancelled("Stopped while waiting for the models to be prepared.")
         try:
-            if preset.name not in self._prepared:
+            if key not in self._prepared:
                 def progress(stage: str, done: float, total: float) -> None:
                     status(f"{stage}: {100 * done / total:.0f}%" if total else f"{stage}…")
 
-                self._prepared[preset.name] = prepare_preset(preset, self.store, progress, cancel=cancel)
-            return self._prepared[preset.name]
+                self._prepared[key] = prepare_preset(preset, self.store, progress, main_format=main_format,
+                                                     draft_format=draft_format, cancel=cancel)
+            return self._prepared[key]
         finally:
             lock.release()
 
+    def prepared(self, request: RaceRequest) -> Optional[PreparedPair]:
+        return self._prepared.get((self.presets.get(request.preset).name, request.main_format, request.draft_format))
+
     def runners(self, request: RaceRequest, status: Callable[[str], None] = lambda m: None) -> dict:
         """Prepare and load a request's pipelines (the caller holds the admission slot)."""
-        pair = self.prepare(request.preset, status)
+        pair = self.prepare(request.preset, status, main_format=request.main_format,
+                            draft_format=request.draft_format)
         options = request.options.with_threads(threads_for(request))
         return self.cache.get(pair.main, pair.draft, request.settings.method, options, status)
 
@@ -193,7 +204,8 @@ class Arena:
         what = "a fair measurement" if request.mode == "fair" else "a race"
 
         def admit_and_load(status):
-            self.prepare(request.preset, status, cancel=stop)
+            self.prepare(request.preset, status, cancel=stop, main_format=request.main_format,
+                         draft_format=request.draft_format)
             ticket = self.admission.enter(what, stop, status)
             try:
                 runners = self.runners(request, status)
@@ -230,7 +242,8 @@ class Arena:
         stop = threading.Event()
 
         def work(status):
-            self.prepare(request.preset, status, cancel=stop)
+            self.prepare(request.preset, status, cancel=stop, main_format=request.main_format,
+                         draft_format=request.draft_format)
             ticket = self.admission.enter("loading models", stop, status)
             try:
                 return self.runners(request, status)
@@ -289,7 +302,7 @@ class Arena:
         from .calibrate import load_cached
 
         preset = self.presets.get(request.preset)
-        pair = self._prepared.get(preset.name)
+        pair = self.prepared(request)
         result = load_cached(self.store, preset)
         if result is None or pair is None:
             return None

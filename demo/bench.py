@@ -57,12 +57,36 @@ class Config:
     mode: str              # sequential | race
     method: str            # draft | prompt_lookup
     assistant_tokens: int  # K
+    weights: str = "preset"  # "MAIN/DRAFT" weight formats, or "preset" for models.yaml's
 
     def as_dict(self) -> dict:
-        return {"mode": self.mode, "method": self.method, "assistant_tokens": self.assistant_tokens}
+        return {"mode": self.mode, "method": self.method, "assistant_tokens": self.assistant_tokens,
+                "weights": self.weights}
 
     def label(self) -> str:
-        return f"{self.mode} {METHOD_LABELS[self.method]} K={self.assistant_tokens}"
+        return f"{self.weights} {self.mode} {METHOD_LABELS[self.method]} K={self.assistant_tokens}"
+
+
+def parse_formats(text: Optional[str]) -> Optional[list[tuple[Optional[str], Optional[str]]]]:
+    """'int8/gguf,f16/int8' -> [("int8", "gguf"), ("f16", "int8")] (main/draft weight formats)."""
+    if text is None:
+        return None
+    from .formats import FORMATS
+
+    out = []
+    for item in (x.strip() for x in text.split(",") if x.strip()):
+        main, _, draft = item.partition("/")
+        if main not in FORMATS or (draft and draft not in FORMATS):
+            raise DemoError(f"Formats are MAIN/DRAFT pairs of {', '.join(FORMATS)}, e.g. int8/gguf (got {item!r}).")
+        out.append((main, draft or None))
+    if not out:
+        raise DemoError("Give at least one MAIN/DRAFT format pair, e.g. f16/int8.")
+    return out
+
+
+def _weights_label(formats: tuple) -> str:
+    main, draft = formats
+    return "preset" if main is None and draft is None else f"{main or 'preset'}/{draft or 'preset'}"
 
 
 class _Stopped(Exception):
@@ -89,6 +113,7 @@ def run_bench(
     progress: Progress = _no_progress,
     stop: Optional[threading.Event] = None,
     race_thread_count: Optional[int] = None,
+    formats: Optional[Sequence[tuple]] = None,
 ) -> dict:
     """Measure and return the result dict (what --json writes).
 
@@ -116,7 +141,9 @@ def run_bench(
     methods = (["draft"] if preset_obj.draft is not None else []) + (["prompt_lookup"] if prompt_lookup else [])
     if not methods:
         raise DemoError(f"Preset {preset_obj.name!r} has no draft model; add --prompt-lookup to measure prompt lookup.")
-    configs = [Config(m, meth, k) for m in modes for meth in methods for k in ks]
+    format_pairs = list(dict.fromkeys(formats or [(None, None)]))
+    configs = [Config(m, meth, k, _weights_label(f)) for f in format_pairs for m in modes for meth in methods
+               for k in ks]
     per_config = 1 + len(chosen) * repeat  # one warm-up, then every prompt × repeat
     total = len(configs) * per_config
     stop = stop or threading.Event()
@@ -137,6 +164,7 @@ def run_bench(
             "modes": list(modes),
             "methods": methods,
             "assistant_tokens": ks,
+            "weights": [_weights_label(f) for f in format_pairs],
             "repeat": repeat,
             "max_new_tokens": max_new_tokens,
             "prompt_classes": list(dict.fromkeys(p.cls for p in chosen)),
@@ -161,52 +189,64 @@ def run_bench(
     def report(message: str) -> None:
         progress(done, total, message)
 
+    from .memory import rss_bytes
+
+    result["weights"] = {}
     try:
-        report("preparing models")
-        pair = arena.prepare(preset_obj.name, lambda m: report(f"preparing: {m}"))
-        result["preset"]["main_path"] = str(pair.main)
-        result["preset"]["draft_path"] = str(pair.draft) if pair.draft is not None else None
-        for mode in modes:
-            for method in methods:
-                runners = None  # let the cache drop the previous pair before loading the next
-                options = PipelineOptions(exact=exact)
-                request = _request(preset_obj.name, mode, method, ks[0], max_new_tokens, options, race_thread_count)
-                try:
-                    runners = arena.runners(request, lambda m: report(f"{mode} {METHOD_LABELS[method]}: {m}"))
-                except DemoError as e:
-                    # Keep what other configurations measured; fail only if nothing ran (below).
-                    for k in ks:
-                        result["errors"].append({**Config(mode, method, k).as_dict(), "stage": "load",
-                                                 "errors": {"pipelines": str(e)}})
-                    done += per_config * len(ks)
-                    report(f"{mode} {METHOD_LABELS[method]}: failed to load")
-                    continue
-                threads = threads_for(request)
-                for k in ks:
-                    config = Config(mode, method, k)
-                    settings = GenerationSettings(max_new_tokens=max_new_tokens, method=method,
-                                                  assistant_tokens=k).validated()
-                    result["configs"].append({
-                        **config.as_dict(),
-                        "threads_per_pipeline": threads,
-                        "how": how_it_ran("race" if mode == "race" else "fair", options, method, threads),
-                    })
-                    report(f"{config.label()}: warm-up")
-                    warm = _measure(runners, mode, chosen[0].text, settings, stop)
-                    done += 1
-                    failed = {s: r.error for s, r in warm.items() if r.error}
-                    if failed:
-                        result["errors"].append({**config.as_dict(), "stage": "warm-up", "errors": failed})
-                        done += per_config - 1  # skip this configuration, keep the others
-                        report(f"{config.label()}: failed")
+        for fmt in format_pairs:
+            weights = _weights_label(fmt)
+            report(f"preparing models ({weights})")
+            pair = arena.prepare(preset_obj.name, lambda m: report(f"preparing: {m}"), stop,
+                                 main_format=fmt[0], draft_format=fmt[1])
+            result["preset"]["main_path"] = str(pair.main)
+            result["preset"]["draft_path"] = str(pair.draft) if pair.draft is not None else None
+            result["weights"][weights] = {"main_format": pair.main_format, "draft_format": pair.draft_format,
+                                          "main_path": str(pair.main),
+                                          "draft_path": str(pair.draft) if pair.draft is not None else None}
+            for mode in modes:
+                for method in methods:
+                    runners = None  # let the cache drop the previous pair before loading the next
+                    options = PipelineOptions(exact=exact)
+                    request = _request(preset_obj.name, mode, method, ks[0], max_new_tokens, options, race_thread_count,
+                                       fmt)
+                    try:
+                        runners = arena.runners(request, lambda m: report(f"{weights} {mode} {METHOD_LABELS[method]}: {m}"))
+                    except DemoError as e:
+                        # Keep what other configurations measured; fail only if nothing ran (below).
+                        for k in ks:
+                            result["errors"].append({**Config(mode, method, k, weights).as_dict(), "stage": "load",
+                                                     "errors": {"pipelines": str(e)}})
+                        done += per_config * len(ks)
+                        report(f"{mode} {METHOD_LABELS[method]}: failed to load")
                         continue
-                    for prompt in chosen:
-                        for r in range(repeat):
-                            report(f"{config.label()}: {prompt.id} #{r + 1}")
-                            runs = _measure(runners, mode, prompt.text, settings, stop)
-                            result["samples"].append(_sample(config, prompt, r, runs))
-                            done += 1
-                    report(f"{config.label()}: done")
+                    threads = threads_for(request)
+                    loaded_rss = rss_bytes()  # the process with this pair loaded (and nothing else)
+                    for k in ks:
+                        config = Config(mode, method, k, weights)
+                        settings = GenerationSettings(max_new_tokens=max_new_tokens, method=method,
+                                                      assistant_tokens=k).validated()
+                        result["configs"].append({
+                            **config.as_dict(),
+                            "rss_loaded_bytes": loaded_rss,
+                            "threads_per_pipeline": threads,
+                            "how": how_it_ran("race" if mode == "race" else "fair", options, method, threads),
+                        })
+                        report(f"{config.label()}: warm-up")
+                        warm = _measure(runners, mode, chosen[0].text, settings, stop)
+                        done += 1
+                        failed = {s: r.error for s, r in warm.items() if r.error}
+                        if failed:
+                            result["errors"].append({**config.as_dict(), "stage": "warm-up", "errors": failed})
+                            done += per_config - 1  # skip this configuration, keep the others
+                            report(f"{config.label()}: failed")
+                            continue
+                        for prompt in chosen:
+                            for r in range(repeat):
+                                report(f"{config.label()}: {prompt.id} #{r + 1}")
+                                runs = _measure(runners, mode, prompt.text, settings, stop)
+                                result["samples"].append(_sample(config, prompt, r, runs))
+                                done += 1
+                        report(f"{config.label()}: done")
     except (KeyboardInterrupt, _Stopped):
         result["interrupted"] = True
     if result["errors"] and not result["samples"] and not result["interrupted"]:
@@ -233,13 +273,14 @@ def _make_arena(models: Optional[Path], cache_dir: Optional[Path]):
 
 
 def _request(preset: str, mode: str, method: str, k: int, max_new_tokens: int, options: PipelineOptions,
-             race_thread_count: Optional[int] = None):
+             race_thread_count: Optional[int] = None, formats: tuple = (None, None)):
     from .arena import RaceRequest
 
     settings = GenerationSettings(max_new_tokens=max_new_tokens, method=method, assistant_tokens=k)
     # The engine calls the sequential mode "fair"; Arena.runners picks the threads from it.
     return RaceRequest(prompt="", preset=preset, settings=settings, options=options,
-                       mode="race" if mode == "race" else "fair", race_threads=race_thread_count)
+                       mode="race" if mode == "race" else "fair", race_threads=race_thread_count,
+                       main_format=formats[0], draft_format=formats[1])
 
 
 def _measure(runners: dict, mode: str, prompt: str, settings: GenerationSettings,
@@ -342,12 +383,15 @@ def _group_stats(samples: list[dict]) -> dict:
 def aggregate(samples: list[dict]) -> list[dict]:
     """Per configuration: overall, per prompt class and per prompt statistics."""
     out = []
-    keys = list(dict.fromkeys((s["mode"], s["method"], s["assistant_tokens"]) for s in samples))
-    for mode, method, k in keys:
-        of_config = [s for s in samples if (s["mode"], s["method"], s["assistant_tokens"]) == (mode, method, k)]
+    def key(s: dict) -> tuple:
+        return s.get("weights", "preset"), s["mode"], s["method"], s["assistant_tokens"]
+
+    for weights, mode, method, k in list(dict.fromkeys(key(s) for s in samples)):
+        of_config = [s for s in samples if key(s) == (weights, mode, method, k)]
         classes = list(dict.fromkeys(s["class"] for s in of_config))
         prompt_ids = list(dict.fromkeys(s["prompt_id"] for s in of_config))
         out.append({
+            "weights": weights,
             "mode": mode,
             "method": method,
             "assistant_tokens": k,
@@ -432,7 +476,7 @@ def _one(d: Optional[dict], fmt: str, key: str = "mean") -> str:
 def format_table(result: dict) -> str:
     """A short aligned plain-text table: one row per configuration and prompt class, plus 'all'."""
     header = ["mode", "method", "K", "class", "n", "baseline tok/s", "spec tok/s",
-              "TTFT base ms", "TTFT spec ms", "accept", "tok/step", "speedup", "median"]
+              "TTFT base ms", "TTFT spec ms", "accept", "tok/step", "speedup", "median", "weights"]
     rows = []
     for agg in result["aggregates"]:
         groups = list(agg["classes"].items())
@@ -445,7 +489,7 @@ def format_table(result: dict) -> str:
                 _pm(st["baseline_tokens_per_s"], ".1f"), _pm(st["speculative_tokens_per_s"], ".1f"),
                 _pm(st["baseline_ttft_s"], ".0f", 1000), _pm(st["speculative_ttft_s"], ".0f", 1000),
                 _one(st["acceptance_rate"], ".2f"), _one(st["tokens_per_step"], ".2f"),
-                _pm(st["speedup"], ".2f"), _one(st["speedup"], ".2f", "median"),
+                _pm(st["speedup"], ".2f"), _one(st["speedup"], ".2f", "median"), agg.get("weights", "preset"),
             ])
     right = {2, 4, 5, 6, 7, 8, 9, 10, 11, 12}
     widths = [max(len(r[i]) for r in [header] + rows) for i in range(len(header))]
@@ -465,7 +509,7 @@ def format_table(result: dict) -> str:
     if not rows:
         out.append("(no samples)")
     for e in result["errors"]:
-        out.append(f"failed: {e['mode']} {e['method']} K={e['assistant_tokens']} ({e['stage']}): "
+        out.append(f"failed: {e.get('weights', 'preset')} {e['mode']} {e['method']} K={e['assistant_tokens']} ({e['stage']}): "
                    + "; ".join(f"{side}: {msg}" for side, msg in e["errors"].items()))
     if result["interrupted"]:
         out.append(f"interrupted: {len(result['samples'])} sample(s) measured before the stop")
@@ -609,6 +653,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--max-new-tokens", type=int, default=128)
     ap.add_argument("--limit-prompts", type=int, metavar="N", help="only the first N prompts of each class")
     ap.add_argument("--exact", action="store_true", help="f32 everywhere: greedy outputs must match exactly (slower)")
+    ap.add_argument("--formats", metavar="MAIN/DRAFT[,…]",
+                    help="weight-format pairs to sweep, e.g. gguf/gguf,int8/gguf,f16/int8 "
+                         "(default: what models.yaml says)")
     ap.add_argument("--race-threads", type=int, metavar="N",
                     help="threads per pipeline in race mode (default: split the cores evenly; "
                          "0: OpenVINO's default, every pipeline on every core)")
@@ -627,6 +674,7 @@ def _run(args) -> int:
     _check_output(args.plot, "--plot")
     classes = [c.strip() for c in args.prompts.split(",") if c.strip()] if args.prompts else None
     ks = parse_ints(args.assistant_tokens)
+    formats = parse_formats(args.formats)
     bar = None  # made at the first progress report, so that early errors print alone
 
     def progress(done: int, total: int, message: str) -> None:
@@ -655,6 +703,7 @@ def _run(args) -> int:
             models=args.models,
             progress=progress,
             race_thread_count=args.race_threads,
+            formats=formats,
         )
     finally:
         if bar is not None:
