@@ -27,7 +27,7 @@ def _is_loopback(host: str) -> bool:
 
 
 def make_demo(preset=None, models=None, cache_dir=None, allow_downloads=False, bench=True, warm=True,
-              report=lambda message: None):
+              calibrate=False, report=lambda message: None):
     """Build the page; with `warm`, start preparing and loading the default pair right away."""
     arena = Arena.create(models, cache_dir, allow_downloads=allow_downloads)
     if preset is not None:
@@ -36,7 +36,7 @@ def make_demo(preset=None, models=None, cache_dir=None, allow_downloads=False, b
     demo = build_demo(arena, bench_enabled=bench).queue(default_concurrency_limit=1, max_size=MAX_QUEUE)
     demo.arena = arena  # for tools that drive the engine next to the page (demo.app_overhead)
     if warm:
-        arena.start_background_warmup(report)
+        arena.start_background_warmup(report, calibrate=calibrate)
     return demo
 
 
@@ -64,12 +64,14 @@ def main(argv=None) -> int:
     bench.add_argument("--bench", dest="bench", action="store_true", default=None,
                        help="offer the Benchmark tab (default: only when bound to 127.0.0.1)")
     bench.add_argument("--no-bench", dest="bench", action="store_false", help="hide the Benchmark tab")
+    ap.add_argument("--no-calibrate", dest="calibrate", action="store_false",
+                    help="skip measuring this machine once after the first prepare (demo.calibrate)")
     args = ap.parse_args(argv)
     bench_enabled = args.bench if args.bench is not None else _is_loopback(args.host)
 
     def serve() -> int:
         demo = make_demo(args.preset, args.models, args.cache_dir, allow_downloads=args.allow_downloads,
-                         bench=bench_enabled, report=_terminal_progress)
+                         bench=bench_enabled, calibrate=args.calibrate, report=_terminal_progress)
         launch(demo, args.host, args.port, args.share)
         return 0
 

@@ -255,8 +255,10 @@ class Arena:
         finally:
             stop.set()
 
-    def start_background_warmup(self, report: Callable[[str], None] = lambda m: None) -> threading.Thread:
-        """Prepare and load the default pair now, not when the first visitor arrives.
+    def start_background_warmup(self, report: Callable[[str], None] = lambda m: None,
+                                calibrate: bool = False) -> threading.Thread:
+        """Prepare and load the default pair now, not when the first visitor arrives; with
+        `calibrate`, then measure this machine once (demo.calibrate) if it never was.
 
         Progress goes to `report` (the terminal) and to self.startup (the page polls it).
         """
@@ -268,6 +270,8 @@ class Arena:
                 for message in self.load_with_status(request):
                     self.startup.update("preparing", message)
                     report(message)
+                if calibrate:
+                    self._calibrate_once(request, report)
             except DemoError as e:
                 self.startup.update("failed", str(e))
                 report(f"error: {e}")
@@ -278,6 +282,40 @@ class Arena:
         t = threading.Thread(target=body, name="startup-warmup", daemon=True)
         t.start()
         return t
+
+    def _calibrate_once(self, request: RaceRequest, report: Callable[[str], None]) -> None:
+        """Calibrate the default preset on this machine unless a result is cached. Races wait
+        meanwhile (it needs the whole CPU), seeing why in their status line."""
+        from . import calibrate
+
+        preset = self.presets.get(request.preset)
+        if preset.draft is None or calibrate.load_cached(self.store, preset) is not None:
+            return
+        ticket = self.admission.enter("calibrating this machine (once)")
+        try:
+            def step(message: str) -> None:
+                self.startup.update("preparing", f"calibrating this machine once: {message}")
+                report(f"calibrating: {message}")
+
+            result = calibrate.calibrate(preset, self.store, report=step)
+            for line in calibrate.summary_lines(result):
+                report(line)
+            # `format: auto` now resolves to the calibrated choice: prepare and load anew.
+            for key in [k for k in self._prepared if k[0] == preset.name]:
+                del self._prepared[key]
+        finally:
+            ticket.release()
+
+    def default_assistant_tokens(self, preset_name: Optional[str], mode: str = "race") -> int:
+        """K for a preset: this machine's calibrated choice if it has one, else models.yaml's."""
+        from .calibrate import load_cached
+
+        preset = self.presets.get(preset_name)
+        result = load_cached(self.store, preset)
+        try:
+            return int(result["choice"][mode]["k"])
+        except (TypeError, KeyError, ValueError):
+            return preset.assistant_tokens
 
     # -- results --------------------------------------------------------------------------
     def summarize(self, results: dict, request: RaceRequest) -> Summary:

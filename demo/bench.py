@@ -135,7 +135,7 @@ def run_bench(
     if arena is None:
         arena = _make_arena(models, cache_dir)
     preset_obj = arena.presets.get(preset)
-    ks = list(dict.fromkeys(assistant_tokens or [preset_obj.assistant_tokens]))
+    ks = list(dict.fromkeys(assistant_tokens or [arena.default_assistant_tokens(preset_obj.name)]))
     for k in ks:
         GenerationSettings(max_new_tokens=max_new_tokens, assistant_tokens=k).validated()
     methods = (["draft"] if preset_obj.draft is not None else []) + (["prompt_lookup"] if prompt_lookup else [])

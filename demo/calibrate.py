@@ -23,6 +23,7 @@ cores, RAM, OpenVINO version, model checksums) and reused.
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import json
 import statistics
@@ -46,24 +47,52 @@ Report = Callable[[str], None]
 
 # -- the machine --------------------------------------------------------------------------
 
-def fingerprint(preset, store) -> dict:
-    """What the measurements depend on; a change in any of it means calibrating again."""
+@functools.lru_cache(maxsize=1)
+def machine_fingerprint() -> tuple:
+    """The machine part of the fingerprint (cached: it does not change while we run)."""
     import openvino
 
     from .bench import machine_info
     from .memory import total_bytes
 
     info = machine_info()
-    models = {role: spec.model_dump_json(exclude_defaults=True, exclude={"format"})
-              for role, spec in (("main", preset.main), ("draft", preset.draft)) if spec is not None}
-    return {
-        "cpu": info.get("cpu_model"),
-        "isa_flags": info.get("isa_flags"),
-        "cores": info.get("cores"),
-        "memory_bytes": total_bytes(),
-        "openvino": openvino.__version__,
-        "models": {k: hashlib.sha256(v.encode()).hexdigest()[:16] for k, v in models.items()},
-    }
+    return (("cpu", info.get("cpu_model")), ("isa_flags", tuple(info.get("isa_flags") or ())),
+            ("cores", info.get("cores")), ("memory_bytes", total_bytes()), ("openvino", openvino.__version__))
+
+
+def model_hash(spec) -> str:
+    """A model's identity for calibration: its source and checksums, not the format asked for."""
+    return hashlib.sha256(spec.model_dump_json(exclude_defaults=True, exclude={"format"}).encode()).hexdigest()[:16]
+
+
+def fingerprint(preset, store) -> dict:
+    """What the measurements depend on; a change in any of it means calibrating again."""
+    fp = {k: list(v) if isinstance(v, tuple) else v for k, v in machine_fingerprint()}
+    fp["models"] = {role: model_hash(spec) for role, spec in (("main", preset.main), ("draft", preset.draft))
+                    if spec is not None}
+    return fp
+
+
+def calibrated_format(spec, store, mode: str = "race") -> Optional[str]:
+    """The weight format this machine's calibration chose for `spec` in `mode`, or None.
+
+    What `format: auto` in models.yaml resolves to (demo.formats.resolve_auto_format);
+    cheap: a few small JSON files, no model is loaded.
+    """
+    machine = {k: list(v) if isinstance(v, tuple) else v for k, v in machine_fingerprint()}
+    wanted = model_hash(spec)
+    for path in sorted((store.cache_dir / "calibration").glob("*.json")):
+        try:
+            result = json.loads(path.read_text())
+            fp = result["fingerprint"]
+            if any(fp.get(k) != v for k, v in machine.items()):
+                continue
+            for role in ("main", "draft"):
+                if fp["models"].get(role) == wanted:
+                    return result["choice"][mode][f"{role}_format"]
+        except (OSError, ValueError, KeyError, TypeError):
+            continue  # a damaged or foreign file is ignored, never fatal
+    return None
 
 
 def _key(fp: dict) -> str:

@@ -54,7 +54,7 @@ def _resolve(args) -> tuple[Path, Optional[Path], str, int]:
 
         arena = Arena.create(args.models, args.cache_dir)
         pair = arena.prepare(args.preset, lambda m: print(f"[{m}]", file=sys.stderr))
-        return pair.main, pair.draft, args.paths[0], pair.preset.assistant_tokens
+        return pair.main, pair.draft, args.paths[0], arena.default_assistant_tokens(pair.preset.name, "fair")
     need = 2 if args.prompt_lookup else 3
     if len(args.paths) != need:
         usage = "MAIN_DIR PROMPT" if args.prompt_lookup else "MAIN_DIR DRAFT_DIR PROMPT"
