@@ -338,10 +338,39 @@ def summary_lines(result: dict) -> list[str]:
     return lines
 
 
+def write_plot(result: dict, path: Path) -> None:
+    """This machine's verify-cost curves: cost of one main-model step of M tokens ÷ one token."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
+    for ax, mode in zip(axes, ("fair", "race")):
+        for fmt, m in result["main"].items():
+            curve = m["verify_s"][mode]
+            ax.plot(range(1, len(curve) + 1), [v / curve[0] for v in curve], marker="o",
+                    label=f"{fmt} ({curve[0] * 1000:.0f} ms for 1 token)")
+        top = len(next(iter(result["main"].values()))["verify_s"][mode])
+        ax.plot([1, top], [1, top], ":", color="grey", label="each token costs a full step")
+        ax.axhline(1.0, color="grey", linewidth=0.8)
+        threads = result["threads"][mode]
+        ax.set_title(f"{mode}: {threads or 'all'} thread(s) per pipeline")
+        ax.set_xlabel("tokens checked in one main-model step (K + 1)")
+        ax.legend(fontsize="small")
+    axes[0].set_ylabel("step cost ÷ cost of 1 token")
+    flags = " ".join(result["fingerprint"].get("isa_flags") or [])
+    fig.suptitle(f"Verify-cost curves, {result['preset']} main model ({flags})", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
 def main(argv: Optional[list[str]] = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m demo.calibrate", description=__doc__.split("\n")[0])
     ap.add_argument("--preset", help="preset name (default: models.yaml's default)")
     ap.add_argument("--json", type=Path, help="also write the result here")
+    ap.add_argument("--plot", type=Path, help="write the verify-cost curves as a PNG here")
     ap.add_argument("--main-formats", default=",".join(DEFAULT_MAIN_FORMATS))
     ap.add_argument("--draft-formats", default=",".join(DEFAULT_DRAFT_FORMATS))
     ap.add_argument("--k-max", type=int, default=DEFAULT_K_MAX)
@@ -368,6 +397,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         print("\n".join(summary_lines(result)))
         if args.json:
             args.json.write_text(json.dumps(result, indent=1))
+        if args.plot:
+            write_plot(result, args.plot)
         return 0
 
     return run_command(body, interrupted="calibration interrupted; nothing was saved")
