@@ -38,7 +38,9 @@ class IncrementalDetokenizer:
     """Turn a growing list of token ids into text deltas that never split a character.
 
     Byte-level BPE tokens can end in the middle of a UTF-8 character; decoding such a
-    prefix yields U+FFFD, so we hold text back until the character is complete. Decoding
+    prefix yields U+FFFD (Hugging Face) or silently drops the incomplete bytes (OpenVINO's
+    detokenizer: decode([🌱's first byte]) == ""), so we hold text back until the decoded
+    window grows by a character that is not U+FFFD. Decoding
     only a short window (vLLM's prefix/read offsets) keeps the cost per step flat and keeps
     SentencePiece's leading spaces right, which decoding tokens one by one would drop.
     """
@@ -61,8 +63,8 @@ class IncrementalDetokenizer:
     def _emit(self, final: bool) -> str:
         before = self._decode(self._ids[self._prefix:self._read])
         text = self._decode(self._ids[self._prefix:])
-        if not final and text.endswith("\ufffd"):
-            return ""  # incomplete character: wait for the next token
+        if not final and (text.endswith("\ufffd") or len(text) <= len(before)):
+            return ""  # incomplete character (or nothing new yet): wait for the next token
         delta = text[len(before):]
         self._prefix, self._read = self._read, len(self._ids)
         return delta

@@ -226,7 +226,7 @@ def build_demo(arena: Arena, bench_enabled: bool = True) -> gr.Blocks:
                     method = gr.Radio(["draft model", "prompt lookup"], value="draft model",
                                       label="Speculative method", elem_id="method")
                 with gr.Row():
-                    assistant_tokens = gr.Slider(1, 16, value=default.assistant_tokens, step=1,
+                    assistant_tokens = gr.Slider(1, 16, value=arena.default_assistant_tokens(default.name), step=1,
                                                  label="Assistant tokens (guesses per step)", elem_id="assistant-tokens")
                     use_threshold = gr.Checkbox(label="Use a confidence threshold instead", value=False)
                     threshold = gr.Slider(0.05, 0.95, value=0.4, step=0.05, label="Assistant confidence threshold")
@@ -259,6 +259,9 @@ def build_demo(arena: Arena, bench_enabled: bool = True) -> gr.Blocks:
                 finally:
                     stop_flag.set()  # Stop pressed, tab closed, or finished: stop both generate() calls
 
+            # preprocess=False: parse_race_inputs checks every raw value itself. Gradio's own
+            # checks answer None or a string in a slider with a bare "the upstream Gradio app
+            # has raised an exception", and name Python types in others.
             run_event = run.click(run_race, inputs, list(components.values()),
                                   concurrency_limit=RACE_HANDLERS, concurrency_id="race", api_name="race",
                                   preprocess=False)
@@ -273,7 +276,8 @@ def build_demo(arena: Arena, bench_enabled: bool = True) -> gr.Blocks:
 
             def on_preset(name):
                 p = presets.get(name)
-                return gr.Dataset(samples=[[e] for e in p.examples]), gr.Slider(value=p.assistant_tokens)
+                return (gr.Dataset(samples=[[e] for e in p.examples]),
+                        gr.Slider(value=arena.default_assistant_tokens(p.name)))
 
             preset.change(on_preset, preset, [examples, assistant_tokens], api_visibility="private", queue=False)
 
@@ -329,6 +333,9 @@ def _stream(arena: Arena, request: RaceRequest, view: RaceView, components: dict
                 results[event.side] = event.result
                 if not fair:
                     side.end = event.result.end
+                    # The final chunks: the last one may have gained the text of a character
+                    # whose bytes were still incomplete when it streamed.
+                    side.chunks = list(event.result.chunks)
                 if event.result.error:
                     side.note = f"failed: {event.result.error}"
                     gr.Warning(f"The {event.side} side failed: {event.result.error}")
@@ -390,7 +397,7 @@ def bench_plan(arena: Arena, preset_name, mode_list, class_list, ks_text, with_l
         raise DemoError("Choose at least one mode: sequential or race.")
     if not isinstance(class_list, list) or not class_list or any(c not in bench.CLASSES for c in class_list):
         raise DemoError(f"Choose at least one prompt class: {', '.join(bench.CLASSES)}.")
-    if not isinstance(ks_text, str):
+    if not isinstance(ks_text, str) or len(ks_text) > 100:  # the refusal below quotes it back
         raise DemoError("Assistant tokens must be whole numbers separated by commas, e.g. 1,3,5.")
     ks = bench.parse_ints(ks_text) or [preset.assistant_tokens]
     if len(ks) > MAX_BENCH_KS or any(not 1 <= k <= MAX_ASSISTANT_TOKENS_UI for k in ks):

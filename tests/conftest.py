@@ -85,3 +85,40 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def engine_runs():
+    """Every run of a real OpenVINO runner while the module's tests run, as the engine saw it:
+    the prompt, the settings, each delivered chunk with its perf_counter time, the RunResult.
+
+    A spy on OpenVINORunner.run (the class, so pipelines loaded later are covered too): it
+    changes nothing, so a page test can compare what the page shows with what OpenVINO did.
+    """
+    import threading
+    import time
+    from types import SimpleNamespace
+
+    from demo.pipelines import OpenVINORunner
+
+    runs: list = []
+    real_run = OpenVINORunner.run
+
+    def run(self, prompt, settings, on_chunk, on_start=lambda t: None):
+        record = SimpleNamespace(side=self.side, prompt=prompt, settings=settings, runner=self,
+                                 chunks=[], result=None, done=threading.Event())
+        runs.append(record)
+
+        def delivered(chunk):
+            record.chunks.append((time.perf_counter(), chunk))
+            return on_chunk(chunk)
+
+        try:
+            record.result = real_run(self, prompt, settings, delivered, on_start)
+            return record.result
+        finally:
+            record.done.set()
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(OpenVINORunner, "run", run)
+        yield runs

@@ -66,12 +66,15 @@ class RecordingRunner:
     """A real runner, unchanged, that also records every run and the chunks it delivered
     after `watch` (a stop flag) was set, counted where they are delivered: in the worker."""
 
-    def __init__(self, inner, watch: Optional[threading.Event] = None):
+    def __init__(self, inner, watch: Optional[threading.Event] = None, log: Optional[list] = None):
         self.inner = inner
         self.side = inner.side
         self.watch = watch
-        self.results: list = []
+        self.log = log if log is not None else []  # (side, prompt, settings, RunResult) per run
         self.after_stop: list = []  # chunks delivered while `watch` was set, in the last run
+
+    def __getattr__(self, name):  # tokenizer, template, ...: the real runner's
+        return getattr(self.inner, name)
 
     def run(self, prompt, settings, on_chunk, on_start=lambda t: None):
         self.after_stop = []
@@ -82,5 +85,5 @@ class RecordingRunner:
             return on_chunk(chunk)
 
         result = self.inner.run(prompt, settings, counted, on_start)
-        self.results.append(result)
+        self.log.append((self.side, prompt, settings, result))
         return result

@@ -5,20 +5,26 @@ in the browser, so this test watches the DOM while a race runs.
 """
 
 import os
+import time
 from pathlib import Path
 from urllib.parse import urlparse
 
 import pytest
 
+from .conftest import has_module, require
+
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 ARTIFACTS = Path(__file__).resolve().parent.parent / "artifacts"
+PROMPT = "Write a Python function that reverses a string, then explain it."
+STORY = "Write a long story about a lighthouse keeper and a storm."
+HTML_PROMPT = "Write a minimal HTML page with a <script> tag that shows an alert and an <img> tag."
 
 pytestmark = pytest.mark.browser
 
-if not Path(CHROMIUM).exists():
-    pytest.skip(f"needs Debian's chromium at {CHROMIUM} (apt-get install chromium chromium-driver)",
-                allow_module_level=True)
-sync_api = pytest.importorskip("playwright.sync_api", reason="needs the playwright Python package")
+# A skip on a developer's machine (saying what to install), a failure in CI.
+require(Path(CHROMIUM).exists(), f"Debian's chromium at {CHROMIUM} (sudo apt-get install chromium chromium-driver)")
+require(has_module("playwright"), "the playwright Python package (pip install -r requirements-test.txt)")
+from playwright import sync_api  # noqa: E402
 
 # Offline-safe flags: no background requests to Google's hosts, no sandbox as root.
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -42,7 +48,7 @@ SAMPLER = """() => {
 
 
 @pytest.fixture(scope="module")
-def page(running_app, tmp_path_factory):
+def page(running_app, engine_runs, tmp_path_factory):
     requests = []
     with sync_api.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS,
@@ -68,6 +74,8 @@ def samples(page):
 def set_max_new_tokens(page, value):
     """Type into the slider's number box; retry, since a re-render can swallow the first try."""
     box = page.locator("#max-new-tokens input[type=number]")
+    if not box.is_visible():
+        page.locator(".label-wrap", has_text="Settings").first.click()  # open the accordion
     check = f"() => document.querySelector('#max-new-tokens input[type=range]').value == '{value}'"
     for _ in range(3):
         box.fill(str(value))
@@ -81,9 +89,8 @@ def set_max_new_tokens(page, value):
 
 
 def test_both_panels_stream_at_the_same_time_and_counters_move(page):
-    page.locator(".label-wrap", has_text="Settings").first.click()
     set_max_new_tokens(page, 160)
-    page.fill("#prompt textarea", "Write a Python function that reverses a string, then explain it.")
+    page.fill("#prompt textarea", PROMPT)
     page.evaluate(SAMPLER)
     page.click("#run")
     page.wait_for_function(
@@ -103,14 +110,43 @@ def test_both_panels_stream_at_the_same_time_and_counters_move(page):
     assert got[-1]["bTok"] == 160 and got[-1]["sTok"] == 160
 
 
-def test_speculation_is_visible_after_the_race(page):
-    # Runs on the finished race of the test above.
-    marks = page.evaluate("""() => [...document.querySelectorAll('#speculative-output .tok-accepted')]
-                                       .map(e => +e.dataset.n)""")
-    own = page.locator("#speculative-output .tok-main").count()
-    accepted = int(page.locator("#summary .summary").get_attribute("data-accepted"))
-    assert marks and own > 0
-    assert sum(marks) == accepted  # every accepted draft token is marked, and nothing else
+STEPS = """() => [...document.querySelectorAll('#speculative-output .step')].map(step => {
+  const acc = step.querySelector('.tok-accepted'), own = step.querySelector('.tok-main');
+  return {accepted: acc ? acc.textContent : null, n: acc ? +acc.dataset.n : 0,
+          main: own ? own.textContent : null};
+})"""
+
+
+def last_run(engine_runs, side, prompt):
+    runs = [r for r in engine_runs if r.side == side and r.prompt == prompt]
+    assert runs, f"the engine made no {side} run for {prompt!r}"
+    return runs[-1]
+
+
+def test_speculation_is_visible_after_the_race(page, engine_runs):
+    # Runs on the finished race of the test above. The page's marks are compared with what
+    # the engine really did: OpenVINO's own accepted count, and the accepted tokens' text
+    # decoded here, step by step, from the token ids the pipeline streamed.
+    run = last_run(engine_runs, "speculative", PROMPT)
+    assert run.result is not None and run.result.ov_accepted_tokens is not None
+    chunks = [c for _, c in run.chunks]
+    steps = page.evaluate(STEPS)
+    assert len(steps) == len(chunks), "one marked step per main-model step"
+    # OpenVINO's count of accepted draft tokens leaves out the final step (tests/test_engine.py).
+    assert sum(s["n"] for s in steps[:-1]) == run.result.ov_accepted_tokens > 0
+    decode = run.runner.tokenizer.decode
+    compared = 0
+    for i, (step, chunk) in enumerate(zip(steps, chunks)):
+        guessed, own = decode(list(chunk.token_ids[:-1])), decode(list(chunk.token_ids[-1:]))
+        if chunk.text != decode(list(chunk.token_ids)) or chunk.text != guessed + own:
+            continue  # a character split across tokens: its bytes are shown where it completes
+        if len(chunk.token_ids) > 1:
+            assert step["accepted"] == guessed and step["n"] == len(chunk.token_ids) - 1, (i, step, chunk)
+        else:
+            assert step["accepted"] is None, (i, step, chunk)
+        assert step["main"] == own, (i, step, chunk)
+        compared += 1
+    assert compared >= len(chunks) - 2
     assert page.locator("#chart polyline.line-baseline").count() == 1
     assert page.locator("#chart polyline.line-speculative").count() == 1
     assert page.locator("#chart svg.accept-hist rect").count() >= 1
@@ -119,28 +155,56 @@ def test_speculation_is_visible_after_the_race(page):
     assert "show-steps" in page.locator("#speculative-output").get_attribute("class")
 
 
-def test_stop_freezes_both_panels(page):
+def test_stop_freezes_both_panels_and_stops_the_engine_within_two_steps(page, engine_runs):
     set_max_new_tokens(page, 1024)
-    page.fill("#prompt textarea", "Write a long story about a lighthouse keeper and a storm.")
+    page.fill("#prompt textarea", STORY)
     page.evaluate(SAMPLER)
     page.click("#run")
     page.wait_for_function(
         "() => window.__samples.some(x => x.b > 20 && x.s > 20)", timeout=120_000)
     page.screenshot(path=str(ARTIFACTS / "race-running.png"), full_page=True)
-    page.click("#stop")
+    # The Stop button asks the server to cancel; when the server answers, it has closed the
+    # race handler, so from then on each side may finish at most two steps.
+    with page.expect_response(lambda r: r.url.endswith("/cancel"), timeout=30_000):
+        page.click("#stop")
+    stopped_at = time.perf_counter()
     page.wait_for_timeout(700)
     frozen = samples(page)[-1]
     page.wait_for_timeout(1500)
     later = samples(page)[-1]
     page.evaluate("() => clearInterval(window.__sampler)")
     assert (later["b"], later["s"], later["bTok"], later["sTok"]) == (frozen["b"], frozen["s"], frozen["bTok"], frozen["sTok"])
-    assert later["bTok"] < 1024 and later["sTok"] < 1024
+    for side in ("baseline", "speculative"):
+        run = last_run(engine_runs, side, STORY)
+        assert run.done.wait(60), f"the {side} run did not end after Stop"  # hang guard
+        late = [c for t, c in run.chunks if t > stopped_at]
+        assert run.result.cancelled and len(late) <= 2, f"{side}: {len(late)} steps after Stop"
 
 
-def test_model_output_is_shown_as_text_not_html(page):
-    # Whatever the model writes goes through html.escape: no element is ever created from it.
-    assert page.evaluate("() => document.querySelectorAll('#baseline-output script, #speculative-output script, "
-                         "#baseline-output img, #speculative-output img').length") == 0
+def test_model_output_is_shown_as_text_not_html(page, engine_runs):
+    # SmolLM2 answers this prompt with <script>, <html> and <body> tags (checked below, so
+    # the test cannot pass vacuously). The page must show them as text, exactly as the
+    # model wrote them, and never create an element from them or run their script.
+    dialogs = []
+    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    set_max_new_tokens(page, 64)
+    page.fill("#prompt textarea", HTML_PROMPT)
+    page.click("#run")
+    page.wait_for_function("""() => {
+        const done = (id) => document.querySelector(`#${id}-stats .stats[data-state=done][data-tokens="64"]`);
+        return done('baseline') && done('speculative')
+            && document.querySelector('#summary')?.innerText.includes('speedup');
+    }""", timeout=180_000)
+    page.screenshot(path=str(ARTIFACTS / "race-html-answer.png"), full_page=True)
+    for side in ("baseline", "speculative"):
+        written = "".join(c.text for _, c in last_run(engine_runs, side, HTML_PROMPT).chunks)
+        assert "<script>" in written, f"the model did not write a tag this time: {written!r}"
+        shown = page.evaluate(f"() => document.querySelector('#{side}-output .panel-text').textContent")
+        assert shown == written
+        tags = page.evaluate(f"""() => [...document.querySelectorAll('#{side}-output .panel-text *')]
+                                        .map(e => e.tagName.toLowerCase())""")
+        assert set(tags) <= {"span"}, f"{side}: elements made from the model's text: {set(tags)}"
+    assert dialogs == [], f"the model's script ran: {dialogs}"
 
 
 def test_page_makes_no_request_outside_localhost(page):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import re
 
+import pydantic
 import pytest
 import yaml
 
@@ -102,8 +103,12 @@ def test_unknown_preset_lists_the_choices():
 
 def test_presets_are_immutable():
     p = load_presets().get("smollm2-self-draft")
-    with pytest.raises(Exception):
+    with pytest.raises(pydantic.ValidationError, match=r"assistant_tokens\n  Instance is frozen") as info:
         p.assistant_tokens = 9
+    assert info.value.errors()[0]["type"] == "frozen_instance"
+    with pytest.raises(pydantic.ValidationError, match=r"version\n  Instance is frozen"):
+        p.main.version = "9.9.9"  # the model specs inside a preset too
+    assert p.assistant_tokens == load_presets().get("smollm2-self-draft").assistant_tokens
 
 
 # -- broken files: each names the preset and the field and says what is wrong -----------
@@ -231,3 +236,54 @@ def test_validating_data_directly_also_works(shipped):
     # PresetFile is usable without a file (e.g. by tests and the web page)
     pf = PresetFile.model_validate(copy.deepcopy(shipped))
     assert pf.get("smollm2-self-draft").assistant_tokens == 4
+
+
+# -- weight formats ------------------------------------------------------------------------
+
+def test_format_defaults_to_gguf_and_shipped_presets_keep_it():
+    presets = load_presets()
+    for name in ("qwen2.5-coder-embedded", "smollm2-self-draft"):
+        p = presets.get(name)
+        assert (p.main.format, p.draft.format) == ("gguf", "gguf"), name
+    # an unset default is left out of what the cache folder name hashes
+    assert "format" not in presets.get("smollm2-self-draft").main.model_dump_json(exclude_defaults=True)
+
+
+def test_unknown_format_names_the_choices(tmp_path, shipped):
+    data = copy.deepcopy(shipped)
+    data["presets"]["qwen2.5-coder-embedded"]["draft"]["format"] = "int3"
+    message = _error_for(tmp_path, data)
+    assert "'qwen2.5-coder-embedded'" in message and "'draft.format'" in message
+    for choice in ("'gguf'", "'f16'", "'int8'", "'int4_sym'", "'int4_asym'", "'auto'"):
+        assert choice in message
+
+
+def test_format_is_not_a_key_of_sources_used_as_shipped(tmp_path, shipped):
+    data = copy.deepcopy(shipped)
+    data["presets"]["qwen3-8b-0.6b"]["main"]["format"] = "int8"
+    message = _error_for(tmp_path, data)
+    assert "'qwen3-8b-0.6b'" in message and "'main.format'" in message and "not a known key" in message
+
+
+def test_int4_true_is_the_deprecated_spelling_of_int4_asym(tmp_path, shipped):
+    from demo.presets import GgufSource
+    from demo.sources import ModelStore
+
+    with pytest.warns(DeprecationWarning, match="format: int4_asym"):
+        old = GgufSource(source="gguf", path="/m/x.gguf", int4=True)
+    new = GgufSource(source="gguf", path="/m/x.gguf", format="int4_asym")
+    assert old == new and old.format == "int4_asym"
+    assert ModelStore("/c").folder_for(old) == ModelStore("/c").folder_for(new)
+    assert GgufSource(source="gguf", path="/m/x.gguf", int4=False).format == "gguf"
+
+    data = copy.deepcopy(shipped)
+    data["presets"]["qwen2.5-coder-embedded"]["main"]["int4"] = True
+    with pytest.warns(DeprecationWarning):
+        path = tmp_path / "models.yaml"
+        path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+        assert load_presets(path).get("qwen2.5-coder-embedded").main.format == "int4_asym"
+
+    data["presets"]["qwen2.5-coder-embedded"]["main"]["format"] = "int8"
+    message = _error_for(tmp_path, data)
+    assert "'qwen2.5-coder-embedded'" in message and "'main'" in message
+    assert "int4: true and format: int8 disagree" in message
