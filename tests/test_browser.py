@@ -155,6 +155,29 @@ def test_speculation_is_visible_after_the_race(page, engine_runs):
     assert "show-steps" in page.locator("#speculative-output").get_attribute("class")
 
 
+def test_why_this_speedup_appears_after_the_race_with_the_engines_numbers(page, engine_runs):
+    # Runs on the finished race above: the section's figures must be OpenVINO's timers of
+    # the very runs the engine made, not numbers the page computed on its own.
+    why = page.locator("#summary details.why")
+    assert why.count() == 1 and "Why this speedup?" in why.inner_text()
+    spec = last_run(engine_runs, "speculative", PROMPT).result
+    base = last_run(engine_runs, "baseline", PROMPT).result
+    parts = {p["part"]: float(p["seconds"]) for p in page.evaluate(
+        "() => [...document.querySelectorAll('#summary .why-part')].map(e => e.dataset)")}
+    assert parts["drafting"] == pytest.approx(spec.ov_draft_infer_ms / 1000, abs=1e-3)
+    assert parts["verifying"] == pytest.approx(spec.ov_main_infer_ms / 1000, abs=1e-3)
+    ratio = (spec.ov_main_infer_ms / spec.ov_main_calls) / (base.ov_main_infer_ms / base.ov_main_calls)
+    assert float(why.get_attribute("data-cost-ratio")) == pytest.approx(ratio, rel=1e-3)
+    text = why.inner_text()
+    assert f"Checking {spec_k(page)} tokens cost {ratio:.1f}× one token here" in text
+    assert "Measured speedup" in text
+
+
+def spec_k(page) -> int:
+    """K + 1: the tokens one verify step checks, from the page's own slider."""
+    return int(page.locator("#assistant-tokens input[type=number]").input_value()) + 1
+
+
 def test_stop_freezes_both_panels_and_stops_the_engine_within_two_steps(page, engine_runs):
     set_max_new_tokens(page, 1024)
     page.fill("#prompt textarea", STORY)
