@@ -16,6 +16,7 @@ from demo.arena import Arena
 from demo.errors import run_command
 from demo.render import CSS
 from demo.ui import THEME, build_demo
+from demo.web import CSS as BOOTH_CSS, Booth
 
 # Gradio's queue holds races and benchmarks only (light events skip it); past this many
 # waiting, a visitor is told the queue is full. The engine itself runs one at a time.
@@ -27,13 +28,20 @@ def _is_loopback(host: str) -> bool:
 
 
 def make_demo(preset=None, models=None, cache_dir=None, allow_downloads=False, bench=True, warm=True,
-              calibrate=False, report=lambda message: None):
-    """Build the page; with `warm`, start preparing and loading the default pair right away."""
+              calibrate=False, report=lambda message: None, kiosk=False, idle_seconds=45.0, keep_prompts=False):
+    """Build the page; with `warm`, start preparing and loading the default pair right away.
+
+    `kiosk`: large type, settings hidden, and an attract loop that races the preset's next
+    example after `idle_seconds` without input (demo.web.kiosk); `keep_prompts`: store
+    visitors' prompt text on the scoreboard (otherwise only "visitor").
+    """
     arena = Arena.create(models, cache_dir, allow_downloads=allow_downloads)
     if preset is not None:
         arena.presets.get(preset)  # an unknown name fails here, with the list of choices
         arena.presets = arena.presets.model_copy(update={"default": preset})
-    demo = build_demo(arena, bench_enabled=bench).queue(default_concurrency_limit=1, max_size=MAX_QUEUE)
+    booth = Booth(kiosk=kiosk, idle_seconds=idle_seconds, keep_prompts=keep_prompts)
+    demo = build_demo(arena, bench_enabled=bench and not kiosk, booth=booth).queue(
+        default_concurrency_limit=1, max_size=MAX_QUEUE)
     demo.arena = arena  # for tools that drive the engine next to the page (demo.app_overhead)
     if warm:
         arena.start_background_warmup(report, calibrate=calibrate)
@@ -45,7 +53,7 @@ def _terminal_progress(message: str) -> None:
 
 
 def launch(demo, host="127.0.0.1", port=7860, share=False, **kwargs):
-    return demo.launch(server_name=host, server_port=port, share=share, theme=THEME, css=CSS,
+    return demo.launch(server_name=host, server_port=port, share=share, theme=THEME, css=CSS + BOOTH_CSS,
                        show_error=False, **kwargs)
 
 
@@ -64,6 +72,12 @@ def main(argv=None) -> int:
     bench.add_argument("--bench", dest="bench", action="store_true", default=None,
                        help="offer the Benchmark tab (default: only when bound to 127.0.0.1)")
     bench.add_argument("--no-bench", dest="bench", action="store_false", help="hide the Benchmark tab")
+    ap.add_argument("--kiosk", action="store_true",
+                    help="booth screen: large type, settings hidden, races the next example after --idle-seconds")
+    ap.add_argument("--idle-seconds", type=float, default=45.0,
+                    help="kiosk: seconds without input before the next example races (default 45)")
+    ap.add_argument("--keep-prompts", action="store_true",
+                    help="store visitors' prompt text on the scoreboard (default: only that it was a visitor's)")
     ap.add_argument("--no-calibrate", dest="calibrate", action="store_false",
                     help="skip measuring this machine once after the first prepare (demo.calibrate)")
     args = ap.parse_args(argv)
@@ -71,7 +85,8 @@ def main(argv=None) -> int:
 
     def serve() -> int:
         demo = make_demo(args.preset, args.models, args.cache_dir, allow_downloads=args.allow_downloads,
-                         bench=bench_enabled, calibrate=args.calibrate, report=_terminal_progress)
+                         bench=bench_enabled, calibrate=args.calibrate, report=_terminal_progress,
+                         kiosk=args.kiosk, idle_seconds=args.idle_seconds, keep_prompts=args.keep_prompts)
         launch(demo, args.host, args.port, args.share)
         return 0
 

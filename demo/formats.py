@@ -65,10 +65,14 @@ def _nothing(*args) -> None:
 def resolve_auto_format(spec: "ModelSpec", role: str, store: "ModelStore") -> str:
     """The concrete format `auto` stands for, for this model on this machine.
 
-    A hook: calibration will measure the formats on the machine and answer from that. It
-    must be cheap (ready_path() calls it) and return one of FORMATS.
+    This machine's calibration (python -m demo.calibrate) answers once it has measured the
+    model (race mode's choice, the page's default); before that, the GGUF reader's own IR.
+    Cheap (ready_path() calls it): a few small JSON files, and never asks `store` about
+    `spec` in format auto (that would call it again).
     """
-    return DEFAULT_FORMAT
+    from .calibrate import calibrated_format
+
+    return calibrated_format(spec, store) or DEFAULT_FORMAT
 
 
 def derived_from(weight_format: str) -> Optional[str]:

@@ -65,6 +65,8 @@ class RunResult:
     ov_main_infer_ms: Optional[float] = None
     ov_draft_infer_ms: Optional[float] = None
     ov_main_calls: Optional[int] = None
+    # Where this side ran when it is not this process (demo.serve: "host (node 1a2b3c4d), 1 thread").
+    ran_on: Optional[str] = None
 
     @property
     def token_ids(self) -> list[int]:
@@ -361,31 +363,48 @@ def max_context(folder: Path) -> Optional[int]:
     return None
 
 
-def build_pair(key: PairKey, status: Callable[[str], None]) -> dict[str, OpenVINORunner]:
+def _load_pipelines(key: PairKey, sides: tuple, status: Callable[[str], None]) -> dict:
+    """The LLMPipelines of the given sides, loaded (not warmed up) with the key's options."""
     import openvino_genai as ov
 
     o = key.options
     check_device(o.main_device, "main")
-    if key.method == "draft":
+    if key.method == "draft" and SPECULATIVE in sides:
         check_device(o.draft_device, "draft")
     props = _properties(o)
     scheduler = ov.SchedulerConfig()
     scheduler.cache_size = o.cache_size_gb
+    pipes = {}
     try:
-        status("loading the baseline pipeline (main model)")
-        baseline = ov.LLMPipeline(key.main, o.main_device, **props)
-        status("loading the speculative pipeline (main + draft)")
-        if key.method == "draft":
-            draft = ov.draft_model(key.draft, o.draft_device, **props)
-            speculative = ov.LLMPipeline(key.main, o.main_device, draft_model=draft, scheduler_config=scheduler, **props)
-        else:
-            speculative = ov.LLMPipeline(key.main, o.main_device, prompt_lookup=True, scheduler_config=scheduler, **props)
+        if BASELINE in sides:
+            status("loading the baseline pipeline (main model)")
+            pipes[BASELINE] = ov.LLMPipeline(key.main, o.main_device, **props)
+        if SPECULATIVE in sides:
+            status("loading the speculative pipeline (main + draft)")
+            if key.method == "draft":
+                draft = ov.draft_model(key.draft, o.draft_device, **props)
+                pipes[SPECULATIVE] = ov.LLMPipeline(key.main, o.main_device, draft_model=draft,
+                                                    scheduler_config=scheduler, **props)
+            else:
+                pipes[SPECULATIVE] = ov.LLMPipeline(key.main, o.main_device, prompt_lookup=True,
+                                                    scheduler_config=scheduler, **props)
     except RuntimeError as e:
         msg = _first_line(e)
         if "Tokenizers for draft and main models are different" in str(e):
             raise DemoError("The draft model's tokenizer differs from the main model's; pick a draft from the same family.") from None
         raise DemoError(f"OpenVINO could not load the models ({msg}); check the model folders and devices.") from None
+    return pipes
+
+
+def build_pair(key: PairKey, status: Callable[[str], None]) -> dict[str, OpenVINORunner]:
+    pipes = _load_pipelines(key, (BASELINE, SPECULATIVE), status)
     status("warming up both pipelines")
     limit = max_context(Path(key.main))
-    return {BASELINE: OpenVINORunner(BASELINE, baseline, max_context=limit, method=key.method),
-            SPECULATIVE: OpenVINORunner(SPECULATIVE, speculative, max_context=limit, method=key.method)}
+    return {side: OpenVINORunner(side, pipe, max_context=limit, method=key.method) for side, pipe in pipes.items()}
+
+
+def build_side(key: PairKey, side: str, status: Callable[[str], None]) -> OpenVINORunner:
+    """One side's pipeline alone, warmed up: a cluster replica serves one side (demo.serve)."""
+    pipe = _load_pipelines(key, (side,), status)[side]
+    status(f"warming up the {side} pipeline")
+    return OpenVINORunner(side, pipe, max_context=max_context(Path(key.main)), method=key.method)

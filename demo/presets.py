@@ -7,8 +7,9 @@ Unknown keys are rejected so that a typo never silently changes what runs.
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
-from typing import Annotated, Literal, Optional, Union
+from typing import Annotated, Any, Literal, Optional, Union
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -20,6 +21,32 @@ DEFAULT_MODELS_YAML = Path(__file__).resolve().parent.parent / "models.yaml"
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# How a GGUF model's weights are laid out once prepared (demo/formats.py says what each is).
+WeightFormat = Literal["gguf", "f16", "int8", "int4_sym", "int4_asym", "auto"]
+_FORMAT_HELP = (
+    "weight format of the prepared IR: gguf (as OpenVINO GenAI reads the GGUF), f16, int8, "
+    "int4_sym, int4_asym, or auto (chosen for this machine when preparing)"
+)
+
+
+def _int4_alias(data: Any) -> Any:
+    """`int4: true` (before `format:` existed) means `format: int4_asym`."""
+    if not isinstance(data, dict) or "int4" not in data:
+        return data
+    data = dict(data)
+    int4 = data.pop("int4")
+    if not isinstance(int4, bool):
+        raise ValueError("int4 must be true or false (it is deprecated: write format: int4_asym)")
+    if int4:
+        if data.get("format", "gguf") not in ("gguf", "int4_asym"):
+            raise ValueError(
+                f"int4: true and format: {data['format']} disagree; drop the deprecated int4 key"
+            )
+        warnings.warn("int4: true is deprecated; write format: int4_asym", DeprecationWarning, stacklevel=2)
+        data["format"] = "int4_asym"
+    return data
 
 
 class PypiSource(_Strict):
@@ -39,9 +66,12 @@ class PypiSource(_Strict):
     requantize: bool = Field(
         False, description="rewrite tensor types OpenVINO GenAI cannot read (e.g. Q5_0) as Q4_0"
     )
-    int4: bool = Field(
-        False, description="re-compress the converted IR with NNCF INT4_ASYM (see demo/recompress.py)"
-    )
+    format: WeightFormat = Field("gguf", description=_FORMAT_HELP)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _accept_int4(cls, data: Any) -> Any:
+        return _int4_alias(data)
 
     def part(self, i: int) -> tuple[str, str]:
         return self.package.format(i=i), self.path.format(i=i)
@@ -56,7 +86,12 @@ class GgufSource(_Strict):
 
     source: Literal["gguf"]
     path: str
-    int4: bool = False
+    format: WeightFormat = Field("gguf", description=_FORMAT_HELP)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _accept_int4(cls, data: Any) -> Any:
+        return _int4_alias(data)
 
 
 class HubSource(_Strict):

@@ -172,6 +172,64 @@ def sequential(runners: dict, prompt: str, settings: GenerationSettings,
             stop.set()
 
 
+class _Lane:
+    """A runner under a lane's name: its events say "draft" or "lookup" while its chunks
+    keep the runner's own side (a speculative runner's steps still count accepted tokens)."""
+
+    def __init__(self, name: str, runner: Runner):
+        self.side = name
+        self._runner = runner
+
+    def run(self, prompt, settings, on_chunk, on_start=lambda t: None):
+        return self._runner.run(prompt, settings, on_chunk, on_start)
+
+
+def one_by_one(lanes: list, prompt: str, stop: Optional[threading.Event] = None,
+               on_finished: Optional[Callable[[], None]] = None,
+               on_status: Callable[[str], object] = lambda message: None) -> Iterator[Event]:
+    """Run several lanes alone, one after the other, each with the whole machine: the
+    three-way race (baseline, draft model, prompt lookup), measured like fair mode.
+
+    `lanes` is a list of (name, get_runner, settings): `get_runner(status)` is called in
+    the worker just before the lane runs, so a lane's pipelines are loaded only once the
+    lane before it is done (and memory it no longer needs can be given back). A lane that
+    cannot be loaded (DemoError) ends with that error and the next lane still runs.
+    `on_status(message)` turns a loading message into an event for the stream (or None to
+    drop it). Events carry the lane's name as `side`; `on_finished` as in race().
+    """
+    stop = stop or threading.Event()
+    events: "queue.Queue" = queue.Queue()
+
+    def status(message: str) -> None:
+        event = on_status(message)
+        if event is not None:
+            events.put(event)
+
+    def all_lanes() -> None:
+        for name, get_runner, settings in lanes:
+            if stop.is_set():
+                break
+            try:
+                runner = get_runner(status)
+            except DemoError as e:
+                events.put(DoneEvent(name, _failed(name, [], str(e))))
+                continue
+            _run_side(_Lane(name, runner), prompt, settings, stop, events.put)
+            del runner  # the next lane may evict this one's pipelines: hold no reference
+        events.put(None)
+
+    workers = _Workers(on_finished)
+    workers.start("three-way", all_lanes)
+    finished = False
+    try:
+        while (event := events.get()) is not None:
+            yield event
+        finished = True
+    finally:
+        if not finished:
+            stop.set()
+
+
 def replay(results: dict, speed: float = 1.0, stop: Optional[threading.Event] = None,
            sleep: Callable[[float], None] = time.sleep,
            clock: Callable[[], float] = time.perf_counter) -> Iterator[ChunkEvent]:

