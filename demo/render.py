@@ -193,7 +193,8 @@ def why_html(why) -> str:
             for name, v, colour in parts if v)
         legend = ", ".join(f"{name} {v:.2f} s" for name, v, _ in parts if v is not None)
         rows.append(f'<div class="why-bar">{bar}</div><p>Speculative side: {legend}.</p>')
-    if why.verify_step_ms is not None and why.base_token_ms is not None:
+    # (cost_ratio is None when a timer read 0 ms, e.g. prompt lookup's verify time in race mode)
+    if why.verify_step_ms is not None and why.base_token_ms is not None and why.cost_ratio is not None:
         rows.append(f"One verify step ({why.assistant_tokens} guesses + 1) took {why.verify_step_ms:.0f} ms; "
                     f"one plain step of the main model {why.base_token_ms:.0f} ms "
                     f"(ratio {why.cost_ratio:.2f}×, OpenVINO's timers).")

@@ -178,7 +178,10 @@ def build_demo(arena: Arena, bench_enabled: bool = True, booth: Optional[Booth] 
     devices = arena.devices()
     choices = preset_choices(arena)
 
-    with gr.Blocks(title="Speculative decoding arena") as demo:
+    # delete_cache: files handed to visitors (race recordings, CSV, benchmark results) and
+    # their uploads are copied into Gradio's cache; an hour later they go, so a booth that
+    # runs for days does not fill its disk.
+    with gr.Blocks(title="Speculative decoding arena", delete_cache=(3600, 3600)) as demo:
         gr.Markdown(
             "# Speculative decoding arena\n"
             "The same prompt goes through the **main model alone** (left) and the **main model checking "

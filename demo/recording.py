@@ -1,0 +1,365 @@
+"""Race recordings: one finished race as a JSON file that can be replayed anywhere.
+
+A recording holds both streams (three for a three-way race) step by step: each step's
+offset from its own side's start, its token ids, its text and the part of it the draft
+(or prompt lookup) guessed; plus the settings, the weight formats, the machine, the
+library versions and the date. Replaying it (demo.race.replay over `to_results`) shows
+the race at the pace it really had, so a booth can show a race on a laptop whose models
+are not prepared yet, and a visitor can take a race home.
+
+Recordings from outside are untrusted: they are read with a size cap, parsed without
+NaN/Infinity, validated against a strict schema (pydantic, extra="forbid") whose counts
+must agree (a lane's token count is its steps' token ids, offsets never go back in time,
+accepted text is a prefix of its step's text), and rendered by the same escaping
+renderers as live output. Every problem is one sentence that says what to do.
+
+Pure engine code: no Gradio, no OpenVINO (the versions are asked of demo.bench).
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated, Literal, Optional, Union
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from .errors import DemoError
+from .settings import MAX_NEW_TOKENS_LIMIT, MAX_PROMPT_CHARS
+
+FORMAT = "speculative-arena-recording"
+VERSION = 1
+MAX_BYTES = 2 * 1024 * 1024     # a 1,024-token race is about 100 kB
+MAX_SECONDS = 900.0             # a replay never runs longer than this
+MAX_STEP_TOKENS = 64            # K is at most 32 on the page; a step is K accepted + 1
+MAX_STEP_CHARS = 4_000
+RECORDINGS_DIR = Path(__file__).resolve().parent.parent / "recordings"
+
+RACE_LANES = ("baseline", "speculative")
+THREE_WAY_LANES = ("baseline", "draft", "lookup")
+LaneName = Literal["baseline", "speculative", "draft", "lookup"]
+
+
+class RecordingError(DemoError):
+    """A recording that cannot be replayed, with the sentence that says why."""
+
+
+def _text(n: int):
+    return Annotated[str, Field(max_length=n)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Step(_Strict):
+    t: float = Field(ge=0, le=MAX_SECONDS, description="seconds from this lane's start to this step's tokens")
+    token_ids: list[Annotated[int, Field(ge=0, lt=2**31)]] = Field(min_length=1, max_length=MAX_STEP_TOKENS)
+    text: _text(MAX_STEP_CHARS)
+    accepted_text: _text(MAX_STEP_CHARS) = ""
+
+    @model_validator(mode="after")
+    def _accepted_is_a_prefix(self):
+        if not self.text.startswith(self.accepted_text):
+            raise ValueError("a step's accepted text must be the start of its text")
+        return self
+
+
+class Lane(_Strict):
+    name: LaneName
+    seconds: float = Field(ge=0, le=MAX_SECONDS, description="from generate() called to returned")
+    tokens: int = Field(ge=0, le=MAX_NEW_TOKENS_LIMIT + MAX_STEP_TOKENS)
+    steps: list[Step] = Field(max_length=MAX_NEW_TOKENS_LIMIT)
+    ov_accepted_tokens: Optional[int] = Field(None, ge=0, le=10 * MAX_NEW_TOKENS_LIMIT)
+    ov_draft_tokens: Optional[int] = Field(None, ge=0, le=10 * MAX_NEW_TOKENS_LIMIT)
+
+    @model_validator(mode="after")
+    def _consistent(self):
+        counted = sum(len(s.token_ids) for s in self.steps)
+        if counted != self.tokens:
+            raise ValueError(f"the lane says {self.tokens} tokens but its steps hold {counted}")
+        if any(b.t < a.t for a, b in zip(self.steps, self.steps[1:])):
+            raise ValueError("the steps' times must never go back")
+        if self.steps and self.steps[-1].t > self.seconds + 1e-3:
+            raise ValueError("a step comes after the lane's end")
+        if self.name == "baseline" and any(s.accepted_text for s in self.steps):
+            raise ValueError("the baseline has no draft, so no step of it can have accepted text")
+        if (self.ov_accepted_tokens is not None and self.ov_draft_tokens is not None
+                and self.ov_accepted_tokens > self.ov_draft_tokens):
+            raise ValueError("more draft tokens accepted than drafted")
+        return self
+
+
+class Machine(_Strict):
+    cpu_model: Optional[_text(200)] = None
+    isa_flags: list[Annotated[str, Field(pattern=r"^[a-z0-9_.]{1,32}$")]] = Field(default_factory=list, max_length=64)
+    cores: int = Field(ge=1, le=100_000)
+    cpu_count: Optional[int] = Field(None, ge=1, le=100_000)
+    memory_gb: Optional[float] = Field(None, ge=0, le=1_000_000)
+    platform: Optional[_text(200)] = None
+
+
+class RecordedSettings(_Strict):
+    max_new_tokens: int = Field(ge=1, le=MAX_NEW_TOKENS_LIMIT)
+    method: Literal["draft", "prompt_lookup"]
+    assistant_tokens: Optional[int] = Field(None, ge=1, le=32)
+    confidence_threshold: Optional[float] = Field(None, gt=0, lt=1)
+    max_ngram_size: int = Field(3, ge=1, le=64)
+    sampling: bool = False
+    temperature: float = Field(0.7, gt=0, le=2)
+    top_p: float = Field(0.9, gt=0, le=1)
+    seed: int = Field(42, ge=0, lt=2**63)
+
+
+class Recording(_Strict):
+    format: Literal["speculative-arena-recording"] = FORMAT
+    version: Literal[1] = VERSION
+    kind: Literal["race", "three-way"]
+    recorded_at: _text(40)
+    machine: Machine
+    versions: dict[Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]{1,40}$")], Optional[_text(80)]] = Field(
+        default_factory=dict, max_length=16)
+    preset: _text(100)
+    main_format: Optional[_text(40)] = None
+    draft_format: Optional[_text(40)] = None
+    mode: Literal["race", "fair", "three-way"]
+    how: _text(600) = ""
+    settings: RecordedSettings
+    exact: bool = False
+    prompt: _text(MAX_PROMPT_CHARS)
+    prompt_class: _text(200)
+    lanes: list[Lane] = Field(min_length=2, max_length=3)
+
+    @field_validator("recorded_at")
+    @classmethod
+    def _a_date(cls, v: str) -> str:
+        try:
+            datetime.fromisoformat(v)
+        except ValueError:
+            raise ValueError("recorded_at must be an ISO 8601 date and time") from None
+        return v
+
+    @model_validator(mode="after")
+    def _lanes_fit_the_kind(self):
+        names = tuple(lane.name for lane in self.lanes)
+        want = RACE_LANES if self.kind == "race" else THREE_WAY_LANES
+        if names != want:
+            raise ValueError(f"a {self.kind} recording has the lanes {', '.join(want)}, in that order")
+        if (self.kind == "three-way") != (self.mode == "three-way"):
+            raise ValueError("the mode must be three-way exactly when the kind is")
+        return self
+
+    def lane(self, name: str) -> Lane:
+        return next(lane for lane in self.lanes if lane.name == name)
+
+
+# -- from a finished race ----------------------------------------------------------------
+
+def from_results(results: dict, *, kind: str, mode: str, preset: str, settings, prompt: str, prompt_class: str,
+                 how: str = "", exact: bool = False, main_format: Optional[str] = None,
+                 draft_format: Optional[str] = None, machine: Optional[dict] = None,
+                 versions: Optional[dict] = None, recorded_at: Optional[str] = None) -> Recording:
+    """A recording of a finished race: `results` maps lane -> RunResult (demo.pipelines):
+    baseline and speculative for a race, baseline, draft and lookup for a three-way race."""
+    from .bench import machine_info, versions as library_versions
+
+    lanes = []
+    for name in RACE_LANES if kind == "race" else THREE_WAY_LANES:
+        r = results[name]
+        duration = max(r.end - r.start, 0.0)
+        steps = [Step(t=round(min(max(c.t - r.start, 0.0), duration), 6), token_ids=list(c.token_ids),
+                      text=c.text, accepted_text=c.accepted_text if name != "baseline" else "")
+                 for c in r.chunks]
+        lanes.append(Lane(name=name, seconds=round(duration, 6), tokens=sum(len(s.token_ids) for s in steps),
+                          steps=steps, ov_accepted_tokens=r.ov_accepted_tokens, ov_draft_tokens=r.ov_draft_tokens))
+    info = machine if machine is not None else machine_info()
+    return Recording(
+        kind=kind, recorded_at=recorded_at or datetime.now().astimezone().isoformat(timespec="seconds"),
+        machine=Machine(**{k: info.get(k) for k in Machine.model_fields if k in info}),
+        versions={k: (str(v) if v is not None else None) for k, v in
+                  (versions if versions is not None else library_versions()).items()},
+        preset=preset, main_format=main_format, draft_format=draft_format, mode=mode, how=how[:600],
+        settings=RecordedSettings(**{k: getattr(settings, k) for k in RecordedSettings.model_fields}),
+        exact=exact, prompt=prompt, prompt_class=prompt_class, lanes=lanes,
+    )
+
+
+def dumps(rec: Recording) -> bytes:
+    data = rec.model_dump_json().encode("utf-8")
+    if len(data) > MAX_BYTES:
+        raise RecordingError(f"This race makes a {_mb(len(data))} recording, over the {_mb(MAX_BYTES)} that can "
+                             "be replayed; record a shorter race (fewer new tokens).")
+    return data
+
+
+def save(rec: Recording, path: Path) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(dumps(rec))
+    tmp.replace(path)
+    return path
+
+
+# -- reading untrusted files --------------------------------------------------------------
+
+WHAT_TO_DO = "choose a .json file saved by this page or by python -m demo.record"
+
+
+def read_capped(path: Union[str, Path]) -> bytes:
+    """A file's bytes, refusing anything over MAX_BYTES before reading it."""
+    path = Path(path)
+    try:
+        size = path.stat().st_size
+        if size > MAX_BYTES:
+            raise RecordingError(f"This file is {_mb(size)}; recordings up to {_mb(MAX_BYTES)} can be replayed, "
+                                 f"so {WHAT_TO_DO}.")
+        with open(path, "rb") as f:
+            data = f.read(MAX_BYTES + 1)
+    except OSError:
+        raise RecordingError(f"The recording could not be read; upload it again or {WHAT_TO_DO}.") from None
+    if len(data) > MAX_BYTES:  # it grew meanwhile
+        raise RecordingError(f"This file is over {_mb(MAX_BYTES)}; {WHAT_TO_DO}.")
+    return data
+
+
+def load_bytes(data: bytes) -> Recording:
+    """Parse and validate a recording; RecordingError (one sentence) for anything wrong."""
+    if len(data) > MAX_BYTES:
+        raise RecordingError(f"This file is {_mb(len(data))}; recordings up to {_mb(MAX_BYTES)} can be replayed, "
+                             f"so {WHAT_TO_DO}.")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise RecordingError(f"This file is not a recording (it is not UTF-8 text); {WHAT_TO_DO}.") from None
+    try:
+        raw = json.loads(text, parse_constant=_no_constants)
+    except json.JSONDecodeError as e:
+        raise RecordingError(f"This recording is not valid JSON at line {e.lineno} (it may be cut short); "
+                             f"{WHAT_TO_DO}.") from None
+    except ValueError:  # NaN or Infinity, which JSON does not have
+        raise RecordingError(f"This recording holds NaN or Infinity, which recordings never do; {WHAT_TO_DO}.") from None
+    except RecursionError:
+        raise RecordingError(f"This file is nested too deeply to be a recording; {WHAT_TO_DO}.") from None
+    if not isinstance(raw, dict) or raw.get("format") != FORMAT:
+        raise RecordingError(f"This file is not a speculative-arena recording; {WHAT_TO_DO}.")
+    version = raw.get("version")
+    if isinstance(version, int) and not isinstance(version, bool) and version > VERSION:
+        raise RecordingError(f"This recording was made by a newer version of the demo (format {version}); "
+                             "update the demo to replay it.")
+    try:
+        return Recording.model_validate(raw)
+    except ValidationError as e:
+        raise RecordingError(f"This recording does not match the recording format ({_first_problem(e)}); "
+                             f"{WHAT_TO_DO}.") from None
+    except RecursionError:
+        raise RecordingError(f"This recording is nested too deeply to be one; {WHAT_TO_DO}.") from None
+
+
+def load(path: Union[str, Path]) -> Recording:
+    return load_bytes(read_capped(path))
+
+
+def _no_constants(name: str):
+    raise ValueError(f"{name} is not a number a recording may hold")
+
+
+def _first_problem(e: ValidationError) -> str:
+    """The first validation problem, without echoing anything from the file but its shape:
+    keys are shown only if they are plain identifiers (a key may be `<script>`)."""
+    err = e.errors(include_url=False, include_input=False)[0]
+    loc = list(err.get("loc", ()))
+    if err.get("type") == "extra_forbidden":
+        loc = loc[:-1]  # the unknown key itself is the file's text: leave it out
+    parts = []
+    for p in loc:
+        if isinstance(p, int):
+            parts.append(f"[{p}]")
+        elif isinstance(p, str) and p.replace("_", "").isalnum() and p.isascii() and len(p) <= 40:
+            parts.append(("." if parts else "") + p)
+        else:
+            parts.append(("." if parts else "") + "?")
+    where = "".join(parts) or "the top level"
+    msg = " ".join(str(err.get("msg", "invalid")).split())
+    msg = msg.removeprefix("Value error, ")
+    if err.get("type") == "extra_forbidden":
+        msg = "a field that recordings do not have"
+    return f"{where}: {msg[:160]}"
+
+
+def _mb(n: int) -> str:
+    return f"{n / (1024 * 1024):.1f} MB"
+
+
+# -- replaying -------------------------------------------------------------------------------
+
+def to_results(rec: Recording) -> dict:
+    """lane -> RunResult with each step at its recorded offset (start = 0), for demo.race.replay."""
+    from .pipelines import RunResult
+    from .streaming import BASELINE, SPECULATIVE, Chunk
+
+    out = {}
+    for lane in rec.lanes:
+        side = BASELINE if lane.name == "baseline" else SPECULATIVE
+        chunks = [Chunk(side, tuple(s.token_ids), s.text, s.accepted_text, s.t) for s in lane.steps]
+        out[lane.name] = RunResult(side, start=0.0, end=lane.seconds, chunks=chunks,
+                                   ov_generated_tokens=lane.tokens, ov_accepted_tokens=lane.ov_accepted_tokens,
+                                   ov_draft_tokens=lane.ov_draft_tokens)
+    return out
+
+
+def summarize(rec: Recording):
+    """The verdict the page shows after the replay: demo.arena.Summary for a race,
+    demo.three_way.ThreeWaySummary for a three-way race; `how` says where it was recorded."""
+    results = to_results(rec)
+    how = f"{rec.how} (recorded on {machine_label(rec)}, {date_label(rec)})" if rec.how else \
+        f"recorded on {machine_label(rec)}, {date_label(rec)}"
+    if rec.kind == "three-way":
+        from .three_way import summarize as three_way_summary
+
+        return three_way_summary(results, how)
+    from .arena import Summary
+    from .metrics import acceptance_rate, equality_verdict, side_stats, speedup
+
+    base, spec = results["baseline"], results["speculative"]
+    b, s = side_stats(base.chunks, base.start, base.end), side_stats(spec.chunks, spec.start, spec.end)
+    return Summary(baseline=b, speculative=s, speedup=speedup(b, s),
+                   acceptance_rate=acceptance_rate(spec.ov_accepted_tokens, spec.ov_draft_tokens),
+                   verdict=equality_verdict(base.token_ids, spec.token_ids), how=how, errors={})
+
+
+def machine_label(rec: Recording) -> str:
+    m = rec.machine
+    cpu = m.cpu_model or "an unknown CPU"
+    flags = [f for f in m.isa_flags if f.startswith(("avx512", "amx"))] or [f for f in m.isa_flags if f.startswith("avx")]
+    extra = f", {' '.join(flags[:3])}" if flags else ""
+    return f"{cpu} ({m.cores} core{'s' if m.cores != 1 else ''}{extra})"
+
+
+def date_label(rec: Recording) -> str:
+    try:
+        return datetime.fromisoformat(rec.recorded_at).strftime("%Y-%m-%d %H:%M")
+    except ValueError:
+        return rec.recorded_at
+
+
+def title(rec: Recording) -> str:
+    """One line for a menu: what raced, on which prompt."""
+    prompt = " ".join(rec.prompt.split())
+    if len(prompt) > 48:
+        prompt = prompt[:47] + "…"
+    what = "three-way" if rec.kind == "three-way" else (
+        f"{rec.mode}, {'prompt lookup' if rec.settings.method == 'prompt_lookup' else 'draft model'}")
+    return f"{rec.preset} · {what} · “{prompt}”"
+
+
+def shipped(folder: Path = RECORDINGS_DIR) -> dict:
+    """The recordings that come with the demo: file name -> Recording (invalid ones left out)."""
+    out = {}
+    for path in sorted(Path(folder).glob("*.json")) if Path(folder).is_dir() else []:
+        try:
+            out[path.name] = load(path)
+        except RecordingError:
+            continue
+    return out

@@ -1,0 +1,45 @@
+"""CSS for the booth features; app.launch passes it with demo.render.CSS.
+
+Kiosk rules apply only under `.kiosk-mode`, a class the kiosk script puts on <html>: a
+projector two metres away needs about twice the normal type, no footer and the full width.
+They are all !important: Gradio repeats the page CSS under a more specific prefix
+(`.gradio-container… .contain`), which would otherwise win over a class on <html>.
+"""
+
+from ..render import ACCEPTED_COLOUR, BASELINE_COLOUR, SPECULATIVE_COLOUR
+
+LOOKUP_COLOUR = "#009E73"  # Okabe–Ito green: the prompt-lookup lane
+
+CSS = f"""
+.lane-title h3 {{ margin: 0 0 4px 0; }}
+.recorded-label {{ font-size: 15px; padding: 6px 10px; border-radius: 6px; border: 1px dashed #888; }}
+.recorded-label .prompt {{ white-space: pre-wrap; color: var(--body-text-color-subdued); }}
+.summary.three-way .winner {{ font-size: 24px; font-weight: 700; color: {SPECULATIVE_COLOUR}; }}
+.lanes-table, .scoreboard-table {{ border-collapse: collapse; margin: 6px 0; font-size: 14px; }}
+.lanes-table td, .lanes-table th, .scoreboard-table td, .scoreboard-table th {{
+  padding: 2px 10px; border-bottom: 1px solid var(--border-color-primary); text-align: left; }}
+.lanes-table tr.won td {{ font-weight: 700; }}
+.scoreboard-plot {{ max-width: 100%; height: auto; }}
+.scoreboard-total {{ font-size: 16px; }}
+.scoreboard .problem, .replay-problem {{ color: #D55E00; }}
+
+.kiosk-mode footer {{ display: none !important; }}
+.kiosk-mode .gradio-container {{ max-width: 100% !important; padding: 8px 24px !important; }}
+.kiosk-mode body, .kiosk-mode .gradio-container {{ font-size: 22px !important; }}
+.kiosk-mode h1 {{ font-size: 44px !important; }}
+.kiosk-mode h3 {{ font-size: 30px !important; }}
+.kiosk-mode #prompt textarea {{ font-size: 28px !important; line-height: 1.3 !important; }}
+.kiosk-mode #run, .kiosk-mode #stop {{ font-size: 28px !important; min-height: 64px !important; }}
+.kiosk-mode .panel-text {{ font-size: 28px !important; line-height: 1.35 !important; min-height: 9em !important; max-height: 14em !important; }}
+.kiosk-mode .stats {{ font-size: 22px !important; }}
+.kiosk-mode .stat b {{ font-size: 34px !important; }}
+.kiosk-mode .summary {{ font-size: 26px !important; }}
+.kiosk-mode .summary .big {{ font-size: 56px !important; }}
+.kiosk-mode .legend {{ font-size: 22px !important; }}
+.kiosk-mode #examples button {{ font-size: 22px !important; }}
+.kiosk-mode #status {{ font-size: 24px !important; }}
+.kiosk-mode .race-chart {{ width: 100% !important; }}
+"""
+
+LANE_COLOURS = {"baseline": BASELINE_COLOUR, "speculative": SPECULATIVE_COLOUR, "draft": SPECULATIVE_COLOUR,
+                "lookup": LOOKUP_COLOUR, "accepted": ACCEPTED_COLOUR}
