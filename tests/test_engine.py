@@ -187,3 +187,28 @@ def test_arena_reports_status_then_tokens_and_rejects_bad_prompts(presets, sessi
     long_prompt = "9;" * 7000  # 14,000 characters, ~7,000 tokens
     with pytest.raises(DemoError, match=r"The prompt is \d+ tokens long; this demo accepts at most \d+"):
         list(arena.run(RaceRequest(prompt=long_prompt, preset="smollm2-self-draft")))
+
+
+def test_speculative_pipeline_without_k_still_drafts(cache, smollm2_ir):
+    """Why fair mode keeps two pipelines: with a draft attached, a request that sets no
+    number of assistant tokens is NOT run by the main model alone on this OpenVINO GenAI
+    (2026.4.1): it still drafts. If a release changes that, this test fails, and fair mode
+    can then share one pipeline for both sides (half the memory)."""
+    import openvino_genai as ov
+
+    pipe = pair(cache, smollm2_ir)[SPECULATIVE].pipe
+    sizes = []
+
+    class Steps(ov.StreamerBase):
+        def write(self, token):
+            sizes.append(len(token) if isinstance(token, list) else 1)
+            return ov.StreamingStatus.RUNNING
+
+        def end(self):
+            pass
+
+    config = ov.GenerationConfig()
+    config.max_new_tokens = 32
+    result = pipe.generate([PROMPT], config, Steps())
+    assert result.extended_perf_metrics.get_num_draft_tokens() > 0
+    assert max(sizes) > 1  # steps of several tokens: verified guesses
