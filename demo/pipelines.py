@@ -352,7 +352,7 @@ def max_context(folder: Path) -> Optional[int]:
     import json
 
     for name, keys in (("config.json", ("max_position_embeddings", "n_positions", "seq_length")),
-                       (".ready.json", ("context_length",))):
+                       ("context.json", ("context_length",))):  # written by demo.sources for GGUF models
         try:
             data = json.loads((folder / name).read_text())
         except (OSError, ValueError):

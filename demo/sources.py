@@ -313,6 +313,7 @@ class ModelStore:
             gguf_path = work / "model.gguf"
             os.symlink(src.resolve(), gguf_path)
         checkpoint()
+        _record_context_length(gguf_path, work)
         _gguf_to_ir(gguf_path, role, progress)  # one call into OpenVINO that can not be stopped midway
         checkpoint()
 
@@ -559,6 +560,25 @@ def _requantize(gguf_path: Path, role: str, progress: Progress, checkpoint: Call
     rewrite_as_q4_0(gguf_path, out, step)
     gguf_path.unlink()
     return out
+
+
+CONTEXT_FILE = "context.json"
+
+
+def _record_context_length(gguf_path: Path, work: Path) -> None:
+    """Keep the model's context length (GGUF metadata `<arch>.context_length`) next to the IR,
+    which does not carry it, so the engine can refuse a prompt + new tokens that do not fit."""
+    from gguf import GGUFReader
+
+    reader = GGUFReader(str(gguf_path))
+    arch = reader.get_field("general.architecture")
+    if arch is None:
+        return
+    name = bytes(arch.parts[arch.data[0]]).decode()
+    field = reader.get_field(f"{name}.context_length")
+    if field is not None:
+        value = int(field.parts[field.data[0]][0])
+        (work / CONTEXT_FILE).write_text(json.dumps({"context_length": value}))
 
 
 def _gguf_to_ir(gguf_path: Path, role: str, progress: Progress) -> None:

@@ -212,3 +212,19 @@ def test_speculative_pipeline_without_k_still_drafts(cache, smollm2_ir):
     result = pipe.generate([PROMPT], config, Steps())
     assert result.extended_perf_metrics.get_num_draft_tokens() > 0
     assert max(sizes) > 1  # steps of several tokens: verified guesses
+
+
+def test_prompt_plus_new_tokens_must_fit_the_models_context(presets, tmp_path):
+    """A GGUF model's context length is kept at prepare time (the IR does not carry it);
+    SmolLM2-135M-Instruct's model card gives 8192 tokens."""
+    from demo.pipelines import OpenVINORunner, max_context
+    from demo.sources import ModelStore
+
+    folder = ModelStore(tmp_path).prepare(presets.get("smollm2-self-draft").main).path
+    assert max_context(folder) == 8192
+    runner = OpenVINORunner.__new__(OpenVINORunner)  # only the arithmetic, no pipeline needed
+    runner.side, runner.max_context = SPECULATIVE, 8192
+    runner.check_fits(4000, GenerationSettings(max_new_tokens=4000, assistant_tokens=4))  # 8004 fits
+    with pytest.raises(DemoError, match=r"^The prompt \(4090 tokens\) plus 4100 new tokens does not fit in the "
+                                        r"8192 tokens this model can hold; shorten the prompt or lower max new tokens\.$"):
+        runner.check_fits(4090, GenerationSettings(max_new_tokens=4100, assistant_tokens=4))
