@@ -16,6 +16,7 @@ from typing import Optional
 import gradio as gr
 
 from . import render
+from .web import checks
 from .arena import Arena, RaceRequest, StatusEvent
 from .errors import DemoError
 from .metrics import side_stats
@@ -101,29 +102,6 @@ MAX_NEW_TOKENS_UI = 1024
 MAX_ASSISTANT_TOKENS_UI = 16
 
 
-def _bool(name: str, value) -> bool:
-    # bool("false") is True: an API caller's string must not flip a setting.
-    if not isinstance(value, bool):
-        raise DemoError(f"The setting {name!r} must be true or false; reset it and try again.")
-    return value
-
-
-def _number(name: str, value, low: float, high: float, integer: bool = False) -> float:
-    import math
-
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-    if not ok or not low <= value <= high or (integer and value != int(value)):
-        kind = "a whole number" if integer else "a number"
-        raise DemoError(f"The setting {name!r} must be {kind} from {low:g} to {high:g}; reset it and try again.")
-    return int(value) if integer else float(value)
-
-
-def _choice(name: str, value, choices) -> str:
-    if not isinstance(value, str) or value not in choices:
-        raise DemoError(f"The setting {name!r} must be one of: {', '.join(map(str, choices))}.")
-    return value
-
-
 def parse_race_inputs(arena: Arena, prompt, preset, main_device, draft_device, method, assistant_tokens,
                       use_threshold, threshold, max_new_tokens, sampling, temperature, top_p, exact,
                       mode) -> RaceRequest:
@@ -131,28 +109,28 @@ def parse_race_inputs(arena: Arena, prompt, preset, main_device, draft_device, m
     but anyone can call the API with None, NaN, strings or out-of-range values."""
     if prompt is not None and not isinstance(prompt, str):
         raise DemoError("The prompt must be text; type a question or pick an example.")
-    use_threshold = _bool("use a confidence threshold", use_threshold)
-    sampling = _bool("sample", sampling)
+    use_threshold = checks.boolean("use a confidence threshold", use_threshold)
+    sampling = checks.boolean("sample", sampling)
     settings = GenerationSettings(
-        max_new_tokens=_number("max new tokens", max_new_tokens, 1, MAX_NEW_TOKENS_UI, integer=True),
-        method=METHODS[_choice("speculative method", method, METHODS)],
-        assistant_tokens=None if use_threshold else _number(
+        max_new_tokens=checks.number("max new tokens", max_new_tokens, 1, MAX_NEW_TOKENS_UI, integer=True),
+        method=METHODS[checks.choice("speculative method", method, METHODS)],
+        assistant_tokens=None if use_threshold else checks.number(
             "assistant tokens", assistant_tokens, 1, MAX_ASSISTANT_TOKENS_UI, integer=True),
-        confidence_threshold=_number("confidence threshold", threshold, 0.01, 0.99) if use_threshold else None,
+        confidence_threshold=checks.number("confidence threshold", threshold, 0.01, 0.99) if use_threshold else None,
         sampling=sampling,
-        temperature=_number("temperature", temperature, 0.05, 2.0) if sampling else 0.7,
-        top_p=_number("top-p", top_p, 0.01, 1.0) if sampling else 0.9,
+        temperature=checks.number("temperature", temperature, 0.05, 2.0) if sampling else 0.7,
+        top_p=checks.number("top-p", top_p, 0.01, 1.0) if sampling else 0.9,
     )
     devices = arena.devices()
-    options = PipelineOptions(main_device=_choice("main device", main_device, devices),
-                              draft_device=_choice("draft device", draft_device, devices),
-                              exact=_bool("exact mode", exact))
-    preset_name = _choice("model pair", preset, list(arena.presets.presets))
+    options = PipelineOptions(main_device=checks.choice("main device", main_device, devices),
+                              draft_device=checks.choice("draft device", draft_device, devices),
+                              exact=checks.boolean("exact mode", exact))
+    preset_name = checks.choice("model pair", preset, list(arena.presets.presets))
     reason = arena.needs_operator(preset_name)
     if reason:
         raise DemoError(reason)
     return RaceRequest(prompt=prompt, preset=preset_name, settings=settings, options=options,
-                       mode=MODES[_choice("how to run", mode, MODES)])
+                       mode=MODES[checks.choice("how to run", mode, MODES)])
 
 
 # Race handlers Gradio runs at once. The engine's admission point serializes the heavy part
@@ -405,7 +383,7 @@ def bench_plan(arena: Arena, preset_name, mode_list, class_list, ks_text, with_l
     """Check a page-started benchmark against the bounds; return its plan with an estimate."""
     from . import bench
 
-    preset = arena.presets.get(_choice("model pair", preset_name, list(arena.presets.presets)))
+    preset = arena.presets.get(checks.choice("model pair", preset_name, list(arena.presets.presets)))
     reason = arena.needs_operator(preset.name)
     if reason:
         raise DemoError(reason)
@@ -418,10 +396,10 @@ def bench_plan(arena: Arena, preset_name, mode_list, class_list, ks_text, with_l
     ks = bench.parse_ints(ks_text) or [preset.assistant_tokens]
     if len(ks) > MAX_BENCH_KS or any(not 1 <= k <= MAX_ASSISTANT_TOKENS_UI for k in ks):
         raise DemoError(f"Sweep at most {MAX_BENCH_KS} assistant-token values, each from 1 to {MAX_ASSISTANT_TOKENS_UI}.")
-    lookup = _bool("also prompt lookup", with_lookup)
-    n_prompts = _number("prompts per class", n_prompts, 1, 5, integer=True)
-    repeats = _number("repeats", repeats, 1, 5, integer=True)
-    max_tokens = _number("max new tokens", max_tokens, 16, MAX_BENCH_NEW_TOKENS, integer=True)
+    lookup = checks.boolean("also prompt lookup", with_lookup)
+    n_prompts = checks.number("prompts per class", n_prompts, 1, 5, integer=True)
+    repeats = checks.number("repeats", repeats, 1, 5, integer=True)
+    max_tokens = checks.number("max new tokens", max_tokens, 16, MAX_BENCH_NEW_TOKENS, integer=True)
     methods = (1 if preset.draft is not None else 0) + (1 if lookup else 0)
     configs = len(mode_list) * max(methods, 1) * len(ks)
     runs = configs * (1 + len(class_list) * n_prompts * repeats)

@@ -9,6 +9,13 @@ from ..errors import DemoError
 from ..settings import MAX_PROMPT_CHARS
 
 
+def boolean(name: str, value) -> bool:
+    # bool("false") is True: an API caller's string must not flip a setting.
+    if not isinstance(value, bool):
+        raise DemoError(f"The setting {name!r} must be true or false; reset it and try again.")
+    return value
+
+
 def number(name: str, value, low: float, high: float, integer: bool = False):
     ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
     if not ok or not low <= value <= high or (integer and value != int(value)):
