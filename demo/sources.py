@@ -570,7 +570,12 @@ def _record_context_length(gguf_path: Path, work: Path) -> None:
     which does not carry it, so the engine can refuse a prompt + new tokens that do not fit."""
     from gguf import GGUFReader
 
-    reader = GGUFReader(str(gguf_path))
+    try:
+        reader = GGUFReader(str(gguf_path))
+    except (ValueError, OSError):
+        # Not a GGUF gguf-py can parse: OpenVINO's own reader, next, says what is wrong with
+        # it; the context length just stays unknown (only the demo's own limits apply).
+        return
     arch = reader.get_field("general.architecture")
     if arch is None:
         return

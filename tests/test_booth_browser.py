@@ -190,6 +190,10 @@ def test_a_downloaded_recording_replays_with_identical_text_and_token_counts(pag
     page.set_input_files("#replay-upload input[type=file]", str(path))
     page.wait_for_function("() => document.querySelector('#replay-summary')?.innerText.includes('speedup')",
                            timeout=60_000)
+    # The sampler runs every 20 ms: let it see both final counters before it stops.
+    t1, t2 = rec["lanes"][0]["tokens"], rec["lanes"][1]["tokens"]
+    page.wait_for_function(f"() => window.__samples.some(x => x.lane1 == {t1}) && "
+                           f"window.__samples.some(x => x.lane2 == {t2})", timeout=10_000)
     # At the recorded pace: the panels' token counters take as long to go from the first
     # step to the last as the recorded steps' offsets say (the page updates 10 times a second).
     samples = page.evaluate("() => { clearInterval(window.__sampler); return window.__samples; }")
