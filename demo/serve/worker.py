@@ -1,0 +1,155 @@
+"""One side's pipeline in a cluster replica: load once, stream one run, stop on cancel.
+
+A replica of the Baseline or the Speculative deployment holds a SideWorker. Ray Serve
+calls `run(request)` and streams what it yields; `max_ongoing_requests=1` gives the
+replica one run at a time, so its cores serve one generate() and a second race waits in
+Ray's queue (or gets a new replica from the autoscaler).
+
+Stop: when the caller goes away (Stop on the page, tab closed, the race cancelled), Ray
+cancels the request, which raises CancelledError in `run` at its next await. The stop flag
+is set there; the streamer reads it at the next step and returns CANCEL, so generate()
+ends within a step. Ray counts the replica free as soon as the request is cancelled; a
+run routed to it meanwhile waits on the runner's lock, and its clock starts only when its
+own generate() begins (OpenVINORunner.run), so it never counts the end of this one.
+
+No Ray here: the deployment (demo.serve.deployments) passes in how to load a runner and
+where it runs, so this is tested with a fake runner.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections import OrderedDict, deque
+from typing import Callable
+
+from ..arena import RaceRequest, StatusEvent, validate_prompt
+from ..errors import DemoError
+from ..race import ChunkEvent, DoneEvent, _run_side
+from .protocol import Refusal
+
+JOURNAL_SIZE = 20
+
+
+class SideWorker:
+    """`load(request, status)` returns a Runner for this side (cached by the caller);
+    `ran_on` says where this replica runs, in words."""
+
+    def __init__(self, side: str, load: Callable, ran_on: str, journal_size: int = JOURNAL_SIZE):
+        self.side = side
+        self._load = load
+        self.ran_on = ran_on
+        self._journal: deque = deque(maxlen=journal_size)
+
+    async def run(self, request: RaceRequest):
+        """Stream one run's events: StatusEvents while loading, then StartEvent, ChunkEvents
+        and a DoneEvent (whose result says where it ran), or one Refusal."""
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue = asyncio.Queue()
+        stop = threading.Event()
+        end = object()
+        entry = {"side": self.side, "prompt": request.prompt, "ran_on": self.ran_on, "chunks": [],
+                 "stop_at": None, "cancelled": None, "error": None, "done_at": None}
+        self._journal.append(entry)
+
+        def put(event) -> None:  # from the worker thread
+            if isinstance(event, ChunkEvent):
+                entry["chunks"].append(time.time())  # wall clock: comparable across processes
+            elif isinstance(event, DoneEvent):
+                event.result.ran_on = self.ran_on
+                entry["cancelled"], entry["error"] = event.result.cancelled, event.result.error
+            deliver(event)
+
+        def deliver(item) -> None:
+            try:
+                loop.call_soon_threadsafe(queue.put_nowait, item)
+            except RuntimeError:  # the replica's loop is gone (shutting down): nobody reads any more
+                pass
+
+        def work() -> None:
+            try:
+                prompt = validate_prompt(request.prompt)
+                settings = request.settings.validated()
+                runner = self._load(request, lambda m: put(StatusEvent(f"{self.side}: {m}")))
+                check = getattr(runner, "check_prompt", None)
+                if check is not None:
+                    check(prompt, settings)
+            except DemoError as e:
+                entry["error"] = str(e)
+                put(Refusal(self.side, str(e)))
+                return
+            except Exception as e:  # a bug or an OpenVINO failure while loading: this side fails
+                entry["error"] = f"{type(e).__name__}: {e}"
+                put(Refusal(self.side, f"The {self.side} pipeline could not be loaded ({type(e).__name__}: {e})."))
+                return
+            if stop.is_set():
+                return
+            _run_side(runner, prompt, settings, stop, put)
+
+        def body() -> None:
+            try:
+                work()
+            finally:
+                entry["done_at"] = time.time()
+                deliver(end)
+
+        threading.Thread(target=body, name=f"serve-{self.side}", daemon=True).start()
+        try:
+            while (event := await queue.get()) is not end:
+                yield event
+        finally:
+            if entry["done_at"] is None:
+                stop.set()  # cancelled (or closed early): the streamer returns CANCEL next step
+                entry["stop_at"] = time.time()
+
+    def recent_runs(self) -> list:
+        """The last runs of this replica, newest last: wall-clock times (time.time()) of each
+        delivered step, when the stop flag was set and when the run ended."""
+        return [dict(e, chunks=list(e["chunks"])) for e in self._journal]
+
+
+class SideCache:
+    """A replica's loaded runners for its side, least recently used first out.
+
+    The baseline's key leaves out the draft and the method (the main model alone is the
+    same pipeline for both), so switching to prompt lookup reloads only the speculative side.
+    """
+
+    def __init__(self, side: str, build: Callable, max_runners: int = 2):
+        self.side = side
+        self._build = build  # build(key, status) -> Runner
+        self.max_runners = max(1, max_runners)
+        self._runners: "OrderedDict" = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key, status: Callable[[str], None] = lambda m: None):
+        with self._lock:
+            if key in self._runners:
+                self._runners.move_to_end(key)
+                return self._runners[key]
+            while len(self._runners) >= self.max_runners:
+                self._evict_oldest()
+            runner = self._build(key, status)
+            self._runners[key] = runner
+            return runner
+
+    def _evict_oldest(self) -> None:
+        import gc
+
+        _, runner = self._runners.popitem(last=False)
+        del runner
+        gc.collect()  # OpenVINO frees a compiled model when its last Python reference goes
+
+    def __len__(self) -> int:
+        return len(self._runners)
+
+
+def side_key(side: str, main, draft, method: str, options):
+    """The cache key of one side's pipeline (see SideCache)."""
+    from ..pipelines import PairKey
+    from ..streaming import BASELINE
+
+    if side == BASELINE:
+        return PairKey(str(main), None, "draft", options)  # as build_pair's baseline: no draft attached
+    return PairKey(str(main), str(draft) if method == "draft" and draft is not None else None, method, options)
