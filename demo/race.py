@@ -142,6 +142,18 @@ def race(runners: dict, prompt: str, settings: GenerationSettings,
             stop.set()
 
 
+def _drain(events: "queue.Queue", stop: threading.Event) -> Iterator[Event]:
+    """Yield a worker's events until its None; a consumer that leaves early stops the worker."""
+    finished = False
+    try:
+        while (event := events.get()) is not None:
+            yield event
+        finished = True
+    finally:
+        if not finished:
+            stop.set()
+
+
 def sequential(runners: dict, prompt: str, settings: GenerationSettings,
                stop: Optional[threading.Event] = None,
                on_finished: Optional[Callable[[], None]] = None) -> Iterator[Event]:
@@ -160,16 +172,8 @@ def sequential(runners: dict, prompt: str, settings: GenerationSettings,
             _run_side(runners[side], prompt, settings, stop, events.put)
         events.put(None)  # end of the measurement
 
-    workers = _Workers(on_finished)
-    workers.start("fair", both)
-    finished = False
-    try:
-        while (event := events.get()) is not None:
-            yield event
-        finished = True
-    finally:
-        if not finished:
-            stop.set()
+    _Workers(on_finished).start("fair", both)
+    yield from _drain(events, stop)
 
 
 class _Lane:
@@ -218,16 +222,8 @@ def one_by_one(lanes: list, prompt: str, stop: Optional[threading.Event] = None,
             del runner  # the next lane may evict this one's pipelines: hold no reference
         events.put(None)
 
-    workers = _Workers(on_finished)
-    workers.start("three-way", all_lanes)
-    finished = False
-    try:
-        while (event := events.get()) is not None:
-            yield event
-        finished = True
-    finally:
-        if not finished:
-            stop.set()
+    _Workers(on_finished).start("three-way", all_lanes)
+    yield from _drain(events, stop)
 
 
 def replay(results: dict, speed: float = 1.0, stop: Optional[threading.Event] = None,
