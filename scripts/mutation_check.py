@@ -100,7 +100,9 @@ MUTATIONS = [
         "pipelines: the streamer never cancels generate()",
         "Stop reaches the runner, but OpenVINO generates to the end",
         "demo/pipelines.py",
+        "                if not keep_going:\n                    result.cancelled = True\n"
         "                    return ov.StreamingStatus.CANCEL",
+        "                if not keep_going:\n                    result.cancelled = True\n"
         "                    return ov.StreamingStatus.RUNNING",
         ("tests/test_engine.py::test_cancel_stops_both_within_two_steps_and_next_run_works",),
     ),
@@ -108,19 +110,19 @@ MUTATIONS = [
         "race: closing the stream does not stop the sides",
         "Stop or a closed tab leaves both pipelines generating",
         "demo/race.py",
-        "        if pending:\n            stop.set()\n\n\ndef sequential",
-        "        if pending:\n            pass\n\n\ndef sequential",
+        "        if pending:\n            stop.set()\n\n\ndef _drain",
+        "        if pending:\n            pass\n\n\ndef _drain",
         ("tests/test_race_logic.py::test_closing_the_stream_returns_at_once_and_the_threads_end_by_themselves",),
     ),
     Mutation(
         "race: closing the stream waits for the workers",
         "closing joins the threads on the server's event loop, freezing every visitor",
         "demo/race.py",
-        "        if pending:\n            stop.set()\n\n\ndef sequential",
+        "        if pending:\n            stop.set()\n\n\ndef _drain",
         "        if pending:\n            stop.set()\n"
         "            for t in threading.enumerate():\n"
         "                if t.name.startswith('race-'):\n"
-        "                    t.join()\n\n\ndef sequential",
+        "                    t.join()\n\n\ndef _drain",
         ("tests/test_race_logic.py::test_closing_the_stream_returns_at_once_and_the_threads_end_by_themselves",),
     ),
     Mutation(
