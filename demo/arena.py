@@ -184,13 +184,31 @@ class Arena:
         finally:
             lock.release()
 
+    def formats_for(self, request: RaceRequest) -> dict:
+        """The weight formats a request runs on: its own if it names them; for fair mode,
+        this machine's calibrated fair-mode choice where models.yaml says `auto` (one mode
+        may favour formats another cannot fit: a race compiles the main model twice);
+        otherwise models.yaml's (`auto`: the race's calibrated choice)."""
+        wanted = {"main_format": request.main_format, "draft_format": request.draft_format}
+        preset = self.presets.get(request.preset)
+        if request.mode != "fair" or preset.draft is None:
+            return wanted
+        from .calibrate import load_cached
+
+        choice = ((load_cached(self.store, preset) or {}).get("choice") or {}).get("fair") or {}
+        for role, spec in (("main", preset.main), ("draft", preset.draft)):
+            if wanted[f"{role}_format"] is None and getattr(spec, "format", None) == "auto" and choice:
+                wanted[f"{role}_format"] = choice[f"{role}_format"]
+        return wanted
+
     def prepared(self, request: RaceRequest) -> Optional[PreparedPair]:
-        return self._prepared.get((self.presets.get(request.preset).name, request.main_format, request.draft_format))
+        formats = self.formats_for(request)
+        return self._prepared.get((self.presets.get(request.preset).name, formats["main_format"],
+                                   formats["draft_format"]))
 
     def runners(self, request: RaceRequest, status: Callable[[str], None] = lambda m: None) -> dict:
         """Prepare and load a request's pipelines (the caller holds the admission slot)."""
-        pair = self.prepare(request.preset, status, main_format=request.main_format,
-                            draft_format=request.draft_format)
+        pair = self.prepare(request.preset, status, **self.formats_for(request))
         options = request.options.with_threads(threads_for(request))
         return self.cache.get(pair.main, pair.draft, request.settings.method, options, status)
 
@@ -204,8 +222,7 @@ class Arena:
         what = "a fair measurement" if request.mode == "fair" else "a race"
 
         def admit_and_load(status):
-            self.prepare(request.preset, status, cancel=stop, main_format=request.main_format,
-                         draft_format=request.draft_format)
+            self.prepare(request.preset, status, cancel=stop, **self.formats_for(request))
             ticket = self.admission.enter(what, stop, status)
             try:
                 runners = self.runners(request, status)
@@ -242,8 +259,7 @@ class Arena:
         stop = threading.Event()
 
         def work(status):
-            self.prepare(request.preset, status, cancel=stop, main_format=request.main_format,
-                         draft_format=request.draft_format)
+            self.prepare(request.preset, status, cancel=stop, **self.formats_for(request))
             ticket = self.admission.enter("loading models", stop, status)
             try:
                 return self.runners(request, status)
@@ -270,12 +286,22 @@ class Arena:
                 for message in self.load_with_status(request):
                     self.startup.update("preparing", message)
                     report(message)
-                if calibrate:
-                    self._calibrate_once(request, report)
+                if calibrate and self._calibrate_once(request, report):
+                    # The calibrated formats differ from what loaded before: load them now,
+                    # so the first visitor does not wait for it (the pipeline cache evicts
+                    # the earlier pair when both do not fit its memory budget).
+                    for message in self.load_with_status(request):
+                        self.startup.update("preparing", message)
+                        report(message)
             except DemoError as e:
                 self.startup.update("failed", str(e))
                 report(f"error: {e}")
                 return
+            except Exception as e:  # a bug must not leave the page saying "preparing" forever
+                self.startup.update("failed", f"Preparing failed unexpectedly ({type(e).__name__}: {e}); "
+                                              "see the terminal, then restart the app.")
+                report(f"error: {e!r}")
+                raise
             self.startup.update("ready", "Ready. Type a prompt and press Run.")
             report("ready")
 
@@ -283,14 +309,15 @@ class Arena:
         t.start()
         return t
 
-    def _calibrate_once(self, request: RaceRequest, report: Callable[[str], None]) -> None:
-        """Calibrate the default preset on this machine unless a result is cached. Races wait
-        meanwhile (it needs the whole CPU), seeing why in their status line."""
+    def _calibrate_once(self, request: RaceRequest, report: Callable[[str], None]) -> bool:
+        """Calibrate the default preset on this machine unless a result is cached (True if
+        it calibrated now). Races wait meanwhile (it needs the whole CPU), seeing why in
+        their status line."""
         from . import calibrate
 
         preset = self.presets.get(request.preset)
         if preset.draft is None or calibrate.load_cached(self.store, preset) is not None:
-            return
+            return False
         ticket = self.admission.enter("calibrating this machine (once)")
         try:
             def step(message: str) -> None:
@@ -303,6 +330,7 @@ class Arena:
             # `format: auto` now resolves to the calibrated choice: prepare and load anew.
             for key in [k for k in self._prepared if k[0] == preset.name]:
                 del self._prepared[key]
+            return True
         finally:
             ticket.release()
 

@@ -11,10 +11,12 @@ measure, for each candidate format:
     100-token prefix (the verify-cost curve), with the threads each mode gives a pipeline;
   * the draft's cost for one token;
   * resident memory of the compiled model;
-and, once per preset, the acceptance: how many guesses each step accepted with K_max
-guesses, on a few built-in prompts (the accepted prefix with K guesses is min(a, K)).
+  * acceptance, per format pair: the main model's greedy answers to a few built-in prompts,
+    and what the draft guesses at every position of them (one teacher-forced pass). With
+    greedy decoding that fixes, for every K, which guesses each step keeps, so the tokens
+    per step τ(K) are counted, not sampled from a few steps of one K.
 The standard model (Leviathan et al.) then predicts, per format pair, mode and K:
-    speculative tok/s = τ(K) / (K·draft + verify(K+1)),   τ(K) = 1 + mean(min(a, K))
+    speculative tok/s = τ(K) / (K·draft + verify(K+1))
 and we pick the fastest configuration that fits the memory budget (two pipelines each
 compile the main model). Results are cached per machine fingerprint (CPU, ISA flags,
 cores, RAM, OpenVINO version, model checksums) and reused.
@@ -39,7 +41,14 @@ REPEATS = 5
 DEFAULT_K_MAX = 8
 DEFAULT_MAIN_FORMATS = ("gguf", "int8", "int4_sym", "f16")
 DEFAULT_DRAFT_FORMATS = ("gguf", "int8")
-CALIBRATION_VERSION = 1
+# Acceptance is measured on the benchmark's first code prompts, answered as far as the
+# benchmark answers them (python -m demo.bench --prompts code --limit-prompts 2
+# --max-new-tokens 128), so a sweep can check the choice on the very same prompts. The
+# embedded pair is a coder; free-form chat accepts fewer guesses and favours a smaller K.
+DEFAULT_PROMPT_CLASSES = ("code",)
+DEFAULT_PROMPTS_PER_CLASS = 2
+DEFAULT_NEW_TOKENS = 128
+CALIBRATION_VERSION = 2  # 2: acceptance per format pair from greedy answers; interleaved timing
 
 Report = Callable[[str], None]
 
@@ -72,23 +81,26 @@ def fingerprint(preset, store) -> dict:
     return fp
 
 
-def calibrated_format(spec, store, mode: str = "race") -> Optional[str]:
+def calibrated_format(spec, store, mode: str = "race", role: Optional[str] = None) -> Optional[str]:
     """The weight format this machine's calibration chose for `spec` in `mode`, or None.
 
-    What `format: auto` in models.yaml resolves to (demo.formats.resolve_auto_format);
-    cheap: a few small JSON files, no model is loaded.
+    `role` ("main" or "draft") says which model of a calibrated pair `spec` is; a model
+    drafting for itself is both. What `format: auto` in models.yaml resolves to
+    (demo.formats.resolve_auto_format); cheap: a few small JSON files, no model is loaded.
     """
     machine = {k: list(v) if isinstance(v, tuple) else v for k, v in machine_fingerprint()}
     wanted = model_hash(spec)
     for path in sorted((store.cache_dir / "calibration").glob("*.json")):
         try:
             result = json.loads(path.read_text())
+            if result.get("calibration_version") != CALIBRATION_VERSION:
+                continue
             fp = result["fingerprint"]
             if any(fp.get(k) != v for k, v in machine.items()):
                 continue
-            for role in ("main", "draft"):
-                if fp["models"].get(role) == wanted:
-                    return result["choice"][mode][f"{role}_format"]
+            for which in ((role,) if role else ("main", "draft")):
+                if fp["models"].get(which) == wanted:
+                    return result["choice"][mode][f"{which}_format"]
         except (OSError, ValueError, KeyError, TypeError):
             continue  # a damaged or foreign file is ignored, never fatal
     return None
@@ -106,9 +118,11 @@ def load_cached(store, preset) -> Optional[dict]:
     """This machine's calibration of `preset`, or None (cheap: no model is loaded)."""
     try:
         path = cache_path(store, preset.name, fingerprint(preset, store))
-        return json.loads(path.read_text())
+        result = json.loads(path.read_text())
     except (OSError, ValueError):
         return None
+    # An older calibration measured less (or differently): measure again rather than guess.
+    return result if isinstance(result, dict) and result.get("calibration_version") == CALIBRATION_VERSION else None
 
 
 # -- measuring ----------------------------------------------------------------------------
@@ -119,112 +133,177 @@ def _rss() -> int:
     return rss_bytes()
 
 
-def step_costs(folder: Path, ms: Sequence[int], threads: Optional[int], repeats: int = REPEATS) -> tuple[list, int]:
-    """Seconds of one forward step of M new tokens after a PREFIX_TOKENS prefix (fastest of REPEATS), for
-    each M in `ms` (a list in that order); and the resident bytes the compiled model added.
+class StatefulModel:
+    """One compiled stateful IR, driven directly (no pipeline): the same kernels an
+    LLMPipeline runs, with nothing else on the clock."""
 
-    Uses the stateful IR directly (no pipeline): the KV state after the prefix is saved
-    once and restored before every timed step, so each step sees the same past.
-    """
-    import gc
+    def __init__(self, folder: Path, threads: Optional[int]):
+        import openvino as ov
 
-    import numpy as np
-    import openvino as ov
+        config = {"INFERENCE_NUM_THREADS": threads, "ENABLE_CPU_PINNING": False} if threads else {}
+        before = _rss()
+        self.compiled = ov.Core().compile_model(str(folder / "openvino_model.xml"), "CPU", config)
+        self.request = self.compiled.create_infer_request()
+        self.request.reset_state()
+        self.feed([[0]], 0)  # first inference allocates the state and the single-token kernels
+        self.request.reset_state()
+        self.memory = max(0, _rss() - before)
 
-    core = ov.Core()
-    config = {"INFERENCE_NUM_THREADS": threads, "ENABLE_CPU_PINNING": False} if threads else {}
-    before = _rss()
-    compiled = core.compile_model(str(folder / "openvino_model.xml"), "CPU", config)
-    request = compiled.create_infer_request()
-    rng = np.random.default_rng(0)
-    prefix = rng.integers(100, 5000, size=(1, PREFIX_TOKENS), dtype=np.int64)
+    def feed(self, ids, past: int):
+        """Run `ids` (1 × n) after `past` tokens already in the state; the logits (1 × n × vocab)."""
+        import numpy as np
 
-    def feed(ids: np.ndarray, past: int) -> None:
+        ids = np.asarray(ids, dtype=np.int64)
         n = ids.shape[1]
-        request.infer({
+        out = self.request.infer({
             "input_ids": ids,
             "attention_mask": np.ones((1, past + n), dtype=np.int64),
             "position_ids": np.arange(past, past + n, dtype=np.int64)[None, :],
             "beam_idx": np.zeros(1, dtype=np.int32),
         })
+        return out["logits"]
 
-    request.reset_state()
-    feed(prefix, 0)
-    saved = [(s, ov.Tensor(np.array(s.state.data, copy=True))) for s in request.query_state()]
-    feed(prefix[:, :1], PREFIX_TOKENS)  # warm the single-token kernels
-    memory = max(0, _rss() - before)
-    costs = []
-    for m in ms:
-        ids = rng.integers(100, 5000, size=(1, m), dtype=np.int64)
-        samples = []
-        for _ in range(repeats + 1):  # the first run of a new shape compiles kernels: dropped
-            for state, tensor in saved:
-                state.state = tensor
+    def close(self) -> None:
+        import gc
+
+        del self.request, self.compiled
+        gc.collect()
+
+
+def step_costs(model: StatefulModel, ms: Sequence[int], repeats: int = REPEATS) -> list[float]:
+    """Seconds of one forward step of M new tokens after a prefix of PREFIX_TOKENS or a few
+    more, for each M in `ms` (a list in that order): the fastest of `repeats` rounds.
+
+    Each round starts from a fresh state, feeds the prefix, then steps of every M in a
+    shuffled order, each M twice in a row and only the second timed: a pipeline repeats
+    one shape step after step (K+1 tokens to verify, 1 to decode), and the CPU plugin's
+    first step after a change of shape costs more. The past grows by at most
+    2·sum(ms) tokens, which barely moves the cost. Rounds go over all M in turn, so a
+    burst of other work on a shared box spoils one sample of every M, not every sample
+    of one M.
+    """
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    prefix = rng.integers(100, 5000, size=(1, PREFIX_TOKENS))
+    inputs = {m: rng.integers(100, 5000, size=(1, m)) for m in ms}
+    best = {m: float("inf") for m in ms}
+    for round_ in range(repeats + 1):  # round 0 compiles each new shape's kernels: dropped
+        model.request.reset_state()
+        model.feed(prefix, 0)
+        past = PREFIX_TOKENS
+        for m in rng.permutation(list(ms)).tolist():
+            model.feed(inputs[m], past)
             t0 = time.perf_counter()
-            feed(ids, PREFIX_TOKENS)
-            samples.append(time.perf_counter() - t0)
-        # The minimum, not the median: on a shared 2-core box other work only ever adds
-        # time, so the fastest of a few runs is the closest to what the step itself costs.
-        costs.append(min(samples[1:]))
-    del request, compiled, saved
-    gc.collect()
-    return costs, memory
+            model.feed(inputs[m], past + m)
+            elapsed = time.perf_counter() - t0
+            past += 2 * m
+            # The minimum, not the median: on a shared box other work only ever adds time.
+            if round_:
+                best[m] = min(best[m], elapsed)
+    return [best[m] for m in ms]
 
 
-def accepted_per_step(runners: dict, prompts: Sequence[str], k_max: int, max_new_tokens: int,
-                      stop: Optional[threading.Event] = None) -> list[int]:
-    """Guesses accepted in each step with K_max guesses (first and last step left out:
-    the first is the prefill's token, the last may be cut by the token limit)."""
-    from .settings import GenerationSettings
-    from .streaming import SPECULATIVE
-
-    settings = GenerationSettings(max_new_tokens=max_new_tokens, assistant_tokens=k_max)
-    out: list[int] = []
-    for prompt in prompts:
-        if stop is not None and stop.is_set():
-            break
-        result = runners[SPECULATIVE].run(prompt, settings, lambda c: not (stop and stop.is_set()))
-        if result.error:
-            raise DemoError(f"The speculative pipeline failed while calibrating ({result.error}).")
-        out += [c.accepted for c in result.chunks[1:-1]]
-    return out
+def greedy_answer(model: StatefulModel, prompt_ids: Sequence[int], max_new_tokens: int, eos: int,
+                  stop: Optional[threading.Event] = None) -> tuple[list[int], list[float]]:
+    """The main model's greedy answer (what every K of speculative decoding must produce),
+    and the seconds each decoding step after the prompt took."""
+    model.request.reset_state()
+    logits = model.feed([list(prompt_ids)], 0)
+    answer, seconds = [int(logits[0, -1].argmax())], []
+    while len(answer) < max_new_tokens and answer[-1] != eos and not (stop and stop.is_set()):
+        t0 = time.perf_counter()
+        logits = model.feed([[answer[-1]]], len(prompt_ids) + len(answer) - 1)
+        seconds.append(time.perf_counter() - t0)
+        answer.append(int(logits[0, -1].argmax()))
+    return answer, seconds
 
 
-def tokens_per_step(accepted: Sequence[int], k: int) -> float:
-    """τ(K): expected tokens per verify step with K guesses, from steps measured with more."""
-    if not accepted:
-        return 1.0
-    return 1.0 + sum(min(a, k) for a in accepted) / len(accepted)
+def draft_guesses(model: StatefulModel, prompt_ids: Sequence[int], answer: Sequence[int]) -> list[int]:
+    """What the draft would guess for each token of `answer`, given everything before it.
+
+    One pass over prompt + answer (teacher forcing). With greedy decoding this is exactly
+    what speculative decoding asks of the draft: a step starting at answer[p] guesses
+    answer[p], then — only if that guess was right, so the context is the same — answer[p+1], …
+    """
+    model.request.reset_state()
+    logits = model.feed([list(prompt_ids) + list(answer[:-1])], 0)
+    if logits.shape[1] != len(prompt_ids) + len(answer) - 1:
+        raise DemoError("The draft model returns logits for the last position only; calibration "
+                        "needs every position's (export it without logits slicing).")
+    return [int(x) for x in logits[0, len(prompt_ids) - 1:].argmax(-1)]
 
 
-def predict(verify: Sequence[float], draft_step: float, accepted: Sequence[int], k: int) -> dict:
+def agreement_runs(guesses: Sequence[int], answer: Sequence[int]) -> list[int]:
+    """runs[p]: how many of answer[p], answer[p+1], … the draft guesses right in a row."""
+    runs = [0] * (len(answer) + 1)
+    for p in range(len(answer) - 1, -1, -1):
+        runs[p] = runs[p + 1] + 1 if guesses[p] == answer[p] else 0
+    return runs[:-1]
+
+
+def verify_steps(runs: Sequence[int], k: int) -> int:
+    """Main-model steps speculative decoding with K guesses needs after the prompt's step
+    (which gives answer[0]): each step keeps the guesses up to the first wrong one and
+    adds the main model's own next token."""
+    p, steps = 1, 0
+    while p < len(runs):
+        p += min(runs[p], k) + 1
+        steps += 1
+    return steps
+
+
+def tokens_per_step(answers_runs: Sequence[Sequence[int]], k: int) -> float:
+    """τ(K): tokens each verify step yields, over all the calibration answers."""
+    tokens = sum(len(r) - 1 for r in answers_runs)
+    steps = sum(verify_steps(r, k) for r in answers_runs)
+    return tokens / steps if steps else 1.0
+
+
+def predict(verify: Sequence[float], draft_step: float, answers_runs: Sequence[Sequence[int]], k: int) -> dict:
     """Standard model: tok/s of the main model alone and of speculation with K guesses.
 
     `verify[M - 1]` is the cost of one main-model step of M tokens."""
-    tau = tokens_per_step(accepted, k)
+    tau = tokens_per_step(answers_runs, k)
     step = k * draft_step + verify[k]
     return {"k": k, "tokens_per_step": tau, "step_s": step,
             "speculative_tok_s": tau / step, "baseline_tok_s": 1.0 / verify[0]}
+
+
+def prompt_ids(folder: Path, prompts: Sequence[str]) -> tuple[list[list[int]], int]:
+    """The prompts as the arena feeds them (chat template when the model has one), and the EOS id."""
+    import openvino_genai as og
+
+    tokenizer = og.Tokenizer(str(folder))
+    out = []
+    for text in prompts:
+        if tokenizer.chat_template:
+            text = tokenizer.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True)
+        out.append([int(t) for t in tokenizer.encode(text).input_ids.data[0]])
+    return out, int(tokenizer.get_eos_token_id())
 
 
 # -- the whole calibration ----------------------------------------------------------------
 
 def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMATS,
               draft_formats: Sequence[str] = DEFAULT_DRAFT_FORMATS, k_max: int = DEFAULT_K_MAX,
-              prompts: Optional[Sequence[str]] = None, max_new_tokens: int = 96,
+              prompts: Optional[Sequence[str]] = None, max_new_tokens: int = DEFAULT_NEW_TOKENS,
               budget: Optional[int] = None, report: Report = lambda m: None,
               stop: Optional[threading.Event] = None) -> dict:
+    import os
+
     from .bench_prompts import select
     from .memory import budget_bytes, gb
-    from .pipelines import PipelineCache
-    from .settings import PipelineOptions, cpu_cores, race_threads
+    from .settings import cpu_cores, race_threads
 
     if preset.draft is None:
         raise DemoError(f"Preset {preset.name!r} has no draft model; there is nothing to calibrate.")
     started = time.time()
+    load_before = os.getloadavg()[0]
     budget = budget_bytes() if budget is None else budget
     threads = {"fair": None, "race": race_threads()}
     ms = list(range(1, k_max + 2))
+    texts = list(prompts) if prompts else [p.text for p in select(DEFAULT_PROMPT_CLASSES, DEFAULT_PROMPTS_PER_CLASS)]
 
     def check_stop():
         if stop is not None and stop.is_set():
@@ -236,37 +315,55 @@ def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMA
         return store.prepare(spec, role, lambda stage, d, t: report(f"{stage}"), weight_format=fmt,
                              cancel=stop).path
 
-    mains, drafts = {}, {}
-    for fmt in main_formats:
-        folder = prepare(preset.main, "main model", fmt)
-        curves, memory = {}, 0
-        for mode, n in threads.items():
-            check_stop()
-            report(f"measuring the main model ({fmt}, {mode} threads): verify cost for 1..{k_max + 1} tokens")
-            costs, mem = step_costs(folder, ms, n)
-            curves[mode], memory = costs, max(memory, mem)
-        mains[fmt] = {"folder": str(folder), "verify_s": curves, "memory_bytes": memory}
-    for fmt in draft_formats:
-        folder = prepare(preset.draft, "draft model", fmt)
-        steps, memory = {}, 0
-        for mode, n in threads.items():
-            check_stop()
-            report(f"measuring the draft model ({fmt}, {mode} threads)")
-            costs, mem = step_costs(folder, [1], n)
-            steps[mode], memory = costs[0], max(memory, mem)
-        drafts[fmt] = {"folder": str(folder), "step_s": steps, "memory_bytes": memory}
+    # Drafts first: each stays loaded (fair threads) to guess along every main's answers.
+    drafts, guessers = {}, {}
+    try:
+        for fmt in draft_formats:
+            folder = prepare(preset.draft, "draft model", fmt)
+            steps, memory = {}, 0
+            for mode, n in threads.items():
+                check_stop()
+                report(f"measuring the draft model ({fmt}, {mode} threads)")
+                model = StatefulModel(folder, n)
+                steps[mode], memory = step_costs(model, [1])[0], max(memory, model.memory)
+                if mode == "fair":
+                    guessers[fmt] = model
+                else:
+                    model.close()
+            drafts[fmt] = {"step_s": steps, "memory_bytes": memory}
 
-    # Acceptance belongs to the pair of models, not to their weight layout: measure it once,
-    # on the first formats, with all cores.
-    check_stop()
-    report(f"measuring acceptance with {k_max} guesses per step")
-    texts = list(prompts) if prompts else [p.text for p in select(["code"], 2) + select(["chat"], 1)]
-    cache = PipelineCache(max_pairs=1)
-    runners = cache.get(Path(mains[main_formats[0]]["folder"]), Path(drafts[draft_formats[0]]["folder"]),
-                        "draft", PipelineOptions(threads=None))
-    accepted = accepted_per_step(runners, texts, k_max, max_new_tokens, stop)
-    cache.clear()
-    del runners
+        mains, runs = {}, {}
+        for fmt in main_formats:
+            folder = prepare(preset.main, "main model", fmt)
+            ids, eos = prompt_ids(folder, texts)
+            curves, memory, decode = {}, 0, []
+            for mode, n in threads.items():
+                check_stop()
+                report(f"measuring the main model ({fmt}, {mode} threads): verify cost for 1..{k_max + 1} tokens")
+                model = StatefulModel(folder, n)
+                try:
+                    curves[mode], memory = step_costs(model, ms), max(memory, model.memory)
+                    if mode == "fair":
+                        # Acceptance belongs to the pair as prepared: each main format's own
+                        # greedy answers, guessed along by each draft format.
+                        report(f"answering {len(texts)} prompts with the main model ({fmt}) to measure acceptance")
+                        answers = []
+                        for p in ids:
+                            answer, seconds = greedy_answer(model, p, max_new_tokens, eos, stop)
+                            answers.append(answer)
+                            decode += seconds
+                            check_stop()
+                        for df, guesser in guessers.items():
+                            runs[(fmt, df)] = [agreement_runs(draft_guesses(guesser, p, a), a)
+                                               for p, a in zip(ids, answers)]
+                finally:
+                    model.close()
+            mains[fmt] = {"verify_s": curves, "memory_bytes": memory,
+                          # Median time of one real decoding step (growing past): a check on verify_s[0].
+                          "decode_step_s": sorted(decode)[len(decode) // 2] if decode else None}
+    finally:
+        for model in guessers.values():
+            model.close()
     check_stop()
 
     candidates = []
@@ -274,9 +371,8 @@ def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMA
         for df, d in drafts.items():
             need = 2 * m["memory_bytes"] + d["memory_bytes"]
             for mode in threads:
-                verify = m["verify_s"][mode]
                 for k in range(1, k_max + 1):
-                    p = predict(verify, d["step_s"][mode], accepted, k)
+                    p = predict(m["verify_s"][mode], d["step_s"][mode], runs[(mf, df)], k)
                     candidates.append({"main_format": mf, "draft_format": df, "mode": mode, **p,
                                        "memory_bytes": need, "fits": need <= budget})
     choice = {}
@@ -294,15 +390,18 @@ def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMA
         "fingerprint": fp,
         "started_at": started,
         "duration_s": round(time.time() - started, 1),
+        "load_before": round(load_before, 2),
         "k_max": k_max,
+        "prompts": len(texts),
+        "max_new_tokens": max_new_tokens,
         "prefix_tokens": PREFIX_TOKENS,
         "threads": {mode: n for mode, n in threads.items()},
         "cores": cpu_cores(),
         "budget_bytes": budget,
-        "main": {f: {k: v for k, v in m.items() if k != "folder"} for f, m in mains.items()},
-        "draft": {f: {k: v for k, v in d.items() if k != "folder"} for f, d in drafts.items()},
-        "accepted_per_step": accepted,
-        "acceptance": (sum(accepted) / (len(accepted) * k_max)) if accepted else None,
+        "main": mains,
+        "draft": drafts,
+        # Per pair "main/draft": how far the draft guesses right in a row from each answer token.
+        "agreement_runs": {f"{mf}/{df}": r for (mf, df), r in runs.items()},
         "candidates": candidates,
         "choice": choice,
         "fastest_alone": {"main_format": alone["main_format"], "baseline_tok_s": alone["baseline_tok_s"]},
@@ -319,23 +418,61 @@ def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMA
 def summary_lines(result: dict) -> list[str]:
     lines = [f"calibration of {result['preset']} ({result['duration_s']} s, {result['cores']} cores, "
              f"ISA {' '.join(result['fingerprint']['isa_flags'] or [])})"]
+    if result.get("load_before", 0) > 0.5 * result["cores"]:
+        lines.append(f"  warning: the machine was busy when this started (load {result['load_before']}); "
+                     "times may be high: run again with --force on a quiet machine")
     for fmt, m in result["main"].items():
         fair = m["verify_s"]["fair"]
         one = fair[0]
         curve = " ".join(f"{v / one:.2f}" for v in fair)
-        lines.append(f"  main {fmt:9s} 1 token {one * 1000:6.1f} ms; cost of M=1..{len(fair)} tokens ÷ 1 token: {curve}"
-                     f"; {m['memory_bytes'] / (1 << 30):.1f} GB")
+        decode = f" (real decoding step {m['decode_step_s'] * 1000:.1f} ms)" if m.get("decode_step_s") else ""
+        lines.append(f"  main {fmt:9s} 1 token {one * 1000:6.1f} ms{decode}; M=1..{len(fair)} tokens ÷ 1 token: "
+                     f"{curve}; {m['memory_bytes'] / (1 << 30):.1f} GB")
     for fmt, d in result["draft"].items():
         lines.append(f"  draft {fmt:8s} 1 token {d['step_s']['fair'] * 1000:6.1f} ms")
-    if result["acceptance"] is not None:
-        lines.append(f"  acceptance with K={result['k_max']}: {result['acceptance'] * 100:.0f}% "
-                     f"({len(result['accepted_per_step'])} steps)")
+    for pair, runs in result["agreement_runs"].items():
+        tokens = sum(len(r) for r in runs)
+        right = sum(1 for r in runs for a in r if a > 0)
+        lines.append(f"  {pair:14s} draft guesses {right / max(1, tokens) * 100:.0f}% of {tokens} answer tokens right; "
+                     f"tokens per step K=1..{result['k_max']}: "
+                     + " ".join(f"{tokens_per_step(runs, k):.2f}" for k in range(1, result["k_max"] + 1)))
     for mode, c in result["choice"].items():
         lines.append(f"  {mode:4s}: main {c['main_format']}, draft {c['draft_format']}, K={c['k']}: predicted "
                      f"{c['speculative_tok_s']:.1f} tok/s vs {c['baseline_tok_s']:.1f} alone "
                      f"({c['speculative_tok_s'] / c['baseline_tok_s']:.2f}×)")
     fa = result["fastest_alone"]
     lines.append(f"  fastest main alone: {fa['main_format']} at {fa['baseline_tok_s']:.1f} tok/s (predicted)")
+    return lines
+
+
+def against_sweep(result: dict, sweep: dict, mode: str = "fair") -> list[str]:
+    """Calibration's choice checked against a measured sweep (`python -m demo.bench --json`
+    over formats and K, same mode): predicted vs measured for every configuration, and the
+    measured tok/s of the calibrated choice against the sweep's best."""
+    predicted = {(c["main_format"], c["draft_format"], c["k"]): c["speculative_tok_s"]
+                 for c in result["candidates"] if c["mode"] == mode}
+    measured = {}
+    for agg in sweep["aggregates"]:
+        if agg["method"] != "draft" or agg["mode"] not in (("sequential", "fair") if mode == "fair" else ("race",)):
+            continue
+        main, draft = agg["weights"].split("/")
+        measured[(main, draft, agg["assistant_tokens"])] = agg["overall"]["speculative_tokens_per_s"]["mean"]
+    if not measured:
+        raise DemoError(f"The sweep has no {mode}-mode draft configurations to compare with.")
+    lines = [f"{mode} mode: predicted vs measured speculative tok/s"]
+    for key in sorted(measured, key=measured.get, reverse=True):
+        guess = predicted.get(key)
+        lines.append(f"  {key[0]}/{key[1]} K={key[2]}: measured {measured[key]:5.1f}" +
+                     (f", predicted {guess:5.1f} ({guess / measured[key]:.2f}×)" if guess else ", not calibrated"))
+    best = max(measured, key=measured.get)
+    c = result["choice"][mode]
+    chosen = (c["main_format"], c["draft_format"], c["k"])
+    if chosen in measured:
+        lines.append(f"  calibrated choice {chosen[0]}/{chosen[1]} K={chosen[2]}: {measured[chosen]:.1f} tok/s = "
+                     f"{measured[chosen] / measured[best]:.2f}× the sweep's best ({best[0]}/{best[1]} K={best[2]}, "
+                     f"{measured[best]:.1f})")
+    else:
+        lines.append(f"  calibrated choice {chosen[0]}/{chosen[1]} K={chosen[2]} is not in the sweep")
     return lines
 
 
@@ -375,7 +512,14 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("--main-formats", default=",".join(DEFAULT_MAIN_FORMATS))
     ap.add_argument("--draft-formats", default=",".join(DEFAULT_DRAFT_FORMATS))
     ap.add_argument("--k-max", type=int, default=DEFAULT_K_MAX)
+    ap.add_argument("--prompts", default=",".join(DEFAULT_PROMPT_CLASSES), metavar="CLASS[,CLASS…]",
+                    help="benchmark prompt classes to measure acceptance on: code,chat,summarize (default code)")
+    ap.add_argument("--limit-prompts", type=int, default=DEFAULT_PROMPTS_PER_CLASS, metavar="N",
+                    help=f"the first N prompts of each class (default {DEFAULT_PROMPTS_PER_CLASS})")
+    ap.add_argument("--max-new-tokens", type=int, default=DEFAULT_NEW_TOKENS)
     ap.add_argument("--force", action="store_true", help="measure again even if this machine has a result")
+    ap.add_argument("--against", type=Path, metavar="BENCH_JSON",
+                    help="compare the choice with a measured sweep (python -m demo.bench --json, formats × K)")
     ap.add_argument("--models", type=Path)
     ap.add_argument("--cache-dir", type=Path)
     args = ap.parse_args(argv)
@@ -384,15 +528,20 @@ def main(argv: Optional[list[str]] = None) -> int:
         from .presets import load_presets
         from .sources import ModelStore
 
+        from .bench_prompts import select
+
         if not 1 <= args.k_max <= 16:
             raise DemoError("--k-max must be from 1 to 16.")
+        if not 1 <= args.limit_prompts <= 10 or not 16 <= args.max_new_tokens <= 512:
+            raise DemoError("--limit-prompts must be from 1 to 10 and --max-new-tokens from 16 to 512.")
+        texts = [p.text for p in select([c.strip() for c in args.prompts.split(",") if c.strip()], args.limit_prompts)]
         store = ModelStore(args.cache_dir)
         preset = load_presets(args.models).get(args.preset)
         result = None if args.force else load_cached(store, preset)
         if result is None:
             result = calibrate(preset, store, main_formats=_formats(args.main_formats),
                                draft_formats=_formats(args.draft_formats), k_max=args.k_max,
-                               report=lambda m: print(f"  … {m}", file=sys.stderr, flush=True))
+                               prompts=texts, max_new_tokens=args.max_new_tokens, report=lambda m: print(f"  … {m}", file=sys.stderr, flush=True))
         else:
             print("(cached for this machine; --force measures again)", file=sys.stderr)
         print("\n".join(summary_lines(result)))
@@ -400,6 +549,15 @@ def main(argv: Optional[list[str]] = None) -> int:
             args.json.write_text(json.dumps(result, indent=1))
         if args.plot:
             write_plot(result, args.plot)
+        if args.against:
+            try:
+                sweep = json.loads(args.against.read_text())
+            except (OSError, ValueError) as e:
+                raise DemoError(f"Could not read the sweep {args.against} ({e}); pass a file python -m demo.bench --json wrote.")
+            modes = {a["mode"] for a in sweep.get("aggregates", [])}
+            for mode in ("fair", "race"):
+                if modes & ({"sequential", "fair"} if mode == "fair" else {"race"}):
+                    print("\n".join(against_sweep(result, sweep, mode)))
         return 0
 
     return run_command(body, interrupted="calibration interrupted; nothing was saved")

@@ -72,7 +72,8 @@ def resolve_auto_format(spec: "ModelSpec", role: str, store: "ModelStore") -> st
     """
     from .calibrate import calibrated_format
 
-    return calibrated_format(spec, store) or DEFAULT_FORMAT
+    which = "draft" if "draft" in role else "main"  # role: "main model", "draft model", …
+    return calibrated_format(spec, store, role=which) or DEFAULT_FORMAT
 
 
 def derived_from(weight_format: str) -> Optional[str]:
