@@ -318,10 +318,17 @@ class Arena:
         preset = self.presets.get(request.preset)
         if preset.draft is None or calibrate.load_cached(self.store, preset) is not None:
             return False
-        ticket = self.admission.enter("calibrating this machine (once)")
+        def converting(message: str) -> None:
+            self.startup.update("preparing", f"preparing weight formats to measure this machine (races run "
+                                             f"meanwhile, a little slower): {message}")
+            report(f"calibrating: {message}")
+
+        # Converting weights takes minutes and needs no quiet machine: visitors race meanwhile.
+        calibrate.prepare_candidates(preset, self.store, report=converting)
+        ticket = self.admission.enter("measuring this machine (once, about 2 minutes)")
         try:
             def step(message: str) -> None:
-                self.startup.update("preparing", f"calibrating this machine once: {message}")
+                self.startup.update("preparing", f"measuring this machine once (races wait): {message}")
                 report(f"calibrating: {message}")
 
             result = calibrate.calibrate(preset, self.store, report=step)

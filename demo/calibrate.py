@@ -48,6 +48,7 @@ DEFAULT_DRAFT_FORMATS = ("gguf", "int8")
 DEFAULT_PROMPT_CLASSES = ("code",)
 DEFAULT_PROMPTS_PER_CLASS = 2
 DEFAULT_NEW_TOKENS = 128
+BUSY_SHARE = 0.2  # other processes' share of the cores above which a calibration warns
 CALIBRATION_VERSION = 2  # 2: acceptance per format pair from greedy answers; interleaved timing
 
 Report = Callable[[str], None]
@@ -126,6 +127,29 @@ def load_cached(store, preset) -> Optional[dict]:
 
 
 # -- measuring ----------------------------------------------------------------------------
+
+def others_busy(seconds: float = 1.0) -> Optional[float]:
+    """Share of all cores that other processes kept busy over `seconds` (Linux), or None.
+
+    Not the load average: right after this process converted weights that still reads
+    high, although the machine is quiet for the measurement about to start.
+    """
+    def sample():
+        with open("/proc/stat") as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+        with open("/proc/self/stat") as f:
+            own = f.read().rsplit(")", 1)[1].split()
+        return sum(fields), fields[3] + fields[4], int(own[11]) + int(own[12])  # total, idle+iowait, utime+stime
+
+    try:
+        total0, idle0, own0 = sample()
+        time.sleep(seconds)
+        total1, idle1, own1 = sample()
+    except (OSError, ValueError, IndexError):
+        return None
+    elapsed = total1 - total0
+    return max(0.0, (elapsed - (idle1 - idle0) - (own1 - own0)) / elapsed) if elapsed else None
+
 
 def _rss() -> int:
     from .memory import rss_bytes
@@ -285,13 +309,28 @@ def prompt_ids(folder: Path, prompts: Sequence[str]) -> tuple[list[list[int]], i
 
 # -- the whole calibration ----------------------------------------------------------------
 
+def prepare_candidates(preset, store, main_formats: Sequence[str] = DEFAULT_MAIN_FORMATS,
+                       draft_formats: Sequence[str] = DEFAULT_DRAFT_FORMATS, report: Report = lambda m: None,
+                       stop: Optional[threading.Event] = None) -> dict:
+    """Prepare every candidate format (the long part of a first calibration: converting
+    weights); {("main"|"draft", format): folder}. Needs no quiet machine, so the app runs
+    it while visitors race, and takes the CPU to itself only to measure."""
+    folders = {}
+    for role, spec, fmts in (("draft", preset.draft, draft_formats), ("main", preset.main, main_formats)):
+        for fmt in fmts:
+            if stop is not None and stop.is_set():
+                raise DemoError("Calibration was stopped; nothing was saved.")
+            report(f"preparing the {role} model as {fmt}")
+            folders[(role, fmt)] = store.prepare(spec, f"{role} model", lambda stage, d, t: report(stage),
+                                                 weight_format=fmt, cancel=stop).path
+    return folders
+
+
 def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMATS,
               draft_formats: Sequence[str] = DEFAULT_DRAFT_FORMATS, k_max: int = DEFAULT_K_MAX,
               prompts: Optional[Sequence[str]] = None, max_new_tokens: int = DEFAULT_NEW_TOKENS,
               budget: Optional[int] = None, report: Report = lambda m: None,
               stop: Optional[threading.Event] = None) -> dict:
-    import os
-
     from .bench_prompts import select
     from .memory import budget_bytes, gb
     from .settings import cpu_cores, race_threads
@@ -299,7 +338,6 @@ def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMA
     if preset.draft is None:
         raise DemoError(f"Preset {preset.name!r} has no draft model; there is nothing to calibrate.")
     started = time.time()
-    load_before = os.getloadavg()[0]
     budget = budget_bytes() if budget is None else budget
     threads = {"fair": None, "race": race_threads()}
     ms = list(range(1, k_max + 2))
@@ -309,17 +347,15 @@ def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMA
         if stop is not None and stop.is_set():
             raise DemoError("Calibration was stopped; nothing was saved.")
 
-    def prepare(spec, role, fmt):
-        check_stop()
-        report(f"preparing the {role} as {fmt}")
-        return store.prepare(spec, role, lambda stage, d, t: report(f"{stage}"), weight_format=fmt,
-                             cancel=stop).path
+    folders = prepare_candidates(preset, store, main_formats, draft_formats, report, stop)
+    check_stop()
+    busy_before = others_busy()
 
     # Drafts first: each stays loaded (fair threads) to guess along every main's answers.
     drafts, guessers = {}, {}
     try:
         for fmt in draft_formats:
-            folder = prepare(preset.draft, "draft model", fmt)
+            folder = folders[("draft", fmt)]
             steps, memory = {}, 0
             for mode, n in threads.items():
                 check_stop()
@@ -334,7 +370,7 @@ def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMA
 
         mains, runs = {}, {}
         for fmt in main_formats:
-            folder = prepare(preset.main, "main model", fmt)
+            folder = folders[("main", fmt)]
             ids, eos = prompt_ids(folder, texts)
             curves, memory, decode = {}, 0, []
             for mode, n in threads.items():
@@ -390,7 +426,8 @@ def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMA
         "fingerprint": fp,
         "started_at": started,
         "duration_s": round(time.time() - started, 1),
-        "load_before": round(load_before, 2),
+        # Share of the cores other processes used just before and after measuring.
+        "others_busy": [None if b is None else round(b, 2) for b in (busy_before, others_busy())],
         "k_max": k_max,
         "prompts": len(texts),
         "max_new_tokens": max_new_tokens,
@@ -418,8 +455,9 @@ def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMA
 def summary_lines(result: dict) -> list[str]:
     lines = [f"calibration of {result['preset']} ({result['duration_s']} s, {result['cores']} cores, "
              f"ISA {' '.join(result['fingerprint']['isa_flags'] or [])})"]
-    if result.get("load_before", 0) > 0.5 * result["cores"]:
-        lines.append(f"  warning: the machine was busy when this started (load {result['load_before']}); "
+    busy = max((b for b in result.get("others_busy") or [] if b is not None), default=0.0)
+    if busy > BUSY_SHARE:
+        lines.append(f"  warning: other processes used {busy:.0%} of the CPU around the measurement; "
                      "times may be high: run again with --force on a quiet machine")
     for fmt, m in result["main"].items():
         fair = m["verify_s"]["fair"]

@@ -223,3 +223,19 @@ def test_startup_calibrates_once_then_loads_the_chosen_formats(session_store, sm
     again.start_background_warmup(calibrate=True).join(timeout=600)
     assert again.startup.get()[0] == "ready" and calls == ["smollm2-self-draft"]
     again.cache.clear()
+
+
+def test_a_busy_machine_is_noticed():
+    """Another process spinning on one core is seen (about 1/cores of the CPU), whatever
+    this process itself does meanwhile."""
+    import subprocess
+    import sys
+
+    from demo.settings import cpu_cores
+
+    spinner = subprocess.Popen([sys.executable, "-c", "import time\nt = time.time()\nwhile time.time() - t < 3: pass"])
+    try:
+        busy = calibrate.others_busy(1.0)
+    finally:
+        spinner.kill()
+    assert busy is not None and busy >= 0.6 / cpu_cores()
