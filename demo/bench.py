@@ -523,21 +523,8 @@ def write_json(result: dict, path: Path) -> None:
     os.replace(tmp, path)
 
 
-def write_plot(result: dict, path: Path) -> None:
-    """Left: median speedup vs K per prompt class; right: mean tok/s per mode, both sides."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    aggs = result["aggregates"]
-    modes = list(dict.fromkeys(a["mode"] for a in aggs))
-    methods = list(dict.fromkeys(a["method"] for a in aggs))
-    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.8))
-    fig.suptitle(f"Speculative decoding on {result['preset']['name']} "
-                 f"({result['settings']['max_new_tokens']} new tokens"
-                 f"{', interrupted' if result['interrupted'] else ''})")
-
+def _plot_classes(left, aggs, modes, methods) -> None:
+    """Median speedup vs K, one line per prompt class (and method, and mode)."""
     colors = {c: f"C{i}" for i, c in enumerate(list(CLASSES) + ["all"])}
     styles = {"draft": "-", "prompt_lookup": "--"}
     markers = {"sequential": "o", "race": "s"}
@@ -563,14 +550,62 @@ def write_plot(result: dict, path: Path) -> None:
                 left.plot(xs, ys, styles[method], marker=markers.get(mode, "o"),
                           color=colors.get(cls, "C9"), label=label)
     left.axhline(1.0, color="grey", linewidth=0.8, linestyle=":")
-    left.set_xlabel("assistant tokens (K)")
     left.set_ylabel("median speedup (speculative ÷ baseline tok/s)")
+    left.set_title("median speedup by prompt class")
+
+
+def _plot_formats(ax, aggs, weights, modes) -> None:
+    """A sweep over weight formats: speculative tok/s vs K, one line per format pair, and
+    each main format's own speed alone as a dotted level to beat."""
+    alone: dict = {}
+    for i, w in enumerate(weights):
+        for mode in modes:
+            series = sorted((a for a in aggs if a.get("weights") == w and a["mode"] == mode and a["method"] == "draft"),
+                            key=lambda a: a["assistant_tokens"])
+            if not series:
+                continue
+            ax.plot([a["assistant_tokens"] for a in series],
+                    [a["overall"]["speculative_tokens_per_s"]["mean"] for a in series],
+                    "-" if mode != "race" else "--", marker="o", color=f"C{i}",
+                    label=w + (f" ({mode})" if len(modes) > 1 else ""))
+            main = w.split("/")[0]
+            alone.setdefault((main, mode), []).extend(a["overall"]["baseline_tokens_per_s"]["mean"] for a in series)
+    for j, ((main, mode), values) in enumerate(sorted(alone.items())):
+        level = sum(values) / len(values)
+        ax.axhline(level, color="grey", linestyle=":", linewidth=0.9)
+        ax.annotate(f"{main} alone{f' ({mode})' if len(modes) > 1 else ''}", (ax.get_xlim()[0], level),
+                    fontsize="x-small", color="grey", va="bottom")
+    ax.set_ylabel("speculative tokens/s (mean over prompts)")
+    ax.set_title("formats × K (dotted: the main model alone)")
+
+
+def write_plot(result: dict, path: Path) -> None:
+    """Left: median speedup vs K per prompt class; right: mean tok/s per mode, both sides."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    aggs = result["aggregates"]
+    modes = list(dict.fromkeys(a["mode"] for a in aggs))
+    methods = list(dict.fromkeys(a["method"] for a in aggs))
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.8))
+    fig.suptitle(f"Speculative decoding on {result['preset']['name']} "
+                 f"({result['settings']['max_new_tokens']} new tokens"
+                 f"{', interrupted' if result['interrupted'] else ''})")
+
+    weights = list(dict.fromkeys(a.get("weights") for a in aggs if a.get("weights")))
+    if len(weights) > 1:
+        _plot_formats(left, aggs, weights, modes)
+    else:
+        _plot_classes(left, aggs, modes, methods)
+    left.set_xlabel("assistant tokens (K)")
     ks = sorted({a["assistant_tokens"] for a in aggs})
     if ks:
         left.set_xticks(ks)
     if left.get_legend_handles_labels()[0]:
         left.legend(fontsize="small")
-    left.set_title("median speedup by prompt class")
+
 
     groups = [("baseline", None, "baseline_tokens_per_s")] + [
         (f"speculative ({METHOD_LABELS[m]})", m, "speculative_tokens_per_s") for m in methods

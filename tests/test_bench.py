@@ -315,3 +315,19 @@ def test_nothing_measured_is_a_demo_error(presets):
     with pytest.raises(DemoError, match="speculative pipeline failed during the warm-up run: RuntimeError: out of memory"):
         bench.run_bench(SMOLLM2, modes=["race"], repeat=1, limit_prompts=1, max_new_tokens=8,
                         arena=FakeArena(presets, failing=("draft",)))
+
+
+def test_a_format_sweep_plots_one_line_per_pair(presets, tmp_path, monkeypatch):
+    """With several weight-format pairs the left panel shows tok/s per pair over K (and
+    each main format alone), not one zig-zag line of speedups across pairs."""
+    result = bench.run_bench(SMOLLM2, modes=["fair"], assistant_tokens=[1, 3], repeat=1, prompt_classes=["chat"],
+                             limit_prompts=1, max_new_tokens=12, arena=FakeArena(presets),
+                             formats=[("int8", "gguf"), ("f16", "int8")])
+    assert {a["weights"] for a in result["aggregates"]} == {"int8/gguf", "f16/int8"}
+    drawn = []
+    monkeypatch.setattr(bench, "_plot_formats", lambda ax, aggs, weights, modes: drawn.append(weights))
+    bench.write_plot(result, tmp_path / "formats.png")
+    assert drawn == [["int8/gguf", "f16/int8"]]
+    monkeypatch.undo()
+    bench.write_plot(result, tmp_path / "formats.png")
+    assert (tmp_path / "formats.png").read_bytes().startswith(PNG_MAGIC)

@@ -1,0 +1,69 @@
+"""Take the README's race screenshots with Playwright and Debian's Chromium: a real race on
+the default preset with this machine's calibrated defaults, mid-race and finished.
+
+    python scripts/race_screenshots.py [--preset NAME] [--cache-dir DIR] [--out docs]
+
+Writes docs/screenshot.png (mid-race) and docs/screenshot-finished.png (after the race,
+"Why this speedup?" open).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+PROMPT = "Write a Python function that merges two sorted lists into one sorted list, with a docstring and a short example."
+
+
+def main() -> int:
+    import app
+    from playwright import sync_api
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--preset", default=None)
+    ap.add_argument("--cache-dir", type=Path)
+    ap.add_argument("--out", type=Path, default=ROOT / "docs")
+    args = ap.parse_args()
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    demo = app.make_demo(preset=args.preset, cache_dir=args.cache_dir, bench=False)
+    app.launch(demo, port=port, prevent_thread_lock=True, quiet=True)
+    while demo.arena.startup.get()[0] not in ("ready", "failed"):  # the default pair loads first
+        time.sleep(0.5)
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=os.environ.get("CHROMIUM", "/usr/bin/chromium"),
+                                    args=CHROMIUM_ARGS, headless=True)
+        page = browser.new_page(viewport={"width": 1400, "height": 900})
+        page.goto(demo.local_url)
+        page.wait_for_selector("#run")
+        page.fill("#prompt textarea", PROMPT)
+        page.click("#run")
+        page.wait_for_function("() => (document.querySelector('#speculative-output')?.innerText || '').length > 200",
+                               timeout=180_000)
+        time.sleep(0.5)
+        page.screenshot(path=str(args.out / "screenshot.png"))
+        page.wait_for_function("() => document.querySelector('#summary')?.innerText.includes('speedup')",
+                               timeout=180_000)
+        page.locator("#summary details.why summary").click()
+        page.screenshot(path=str(args.out / "screenshot-finished.png"), full_page=True)
+        print(page.locator("#summary").inner_text())
+        browser.close()
+    demo.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
