@@ -287,8 +287,8 @@ class Arena:
                     self.startup.update("preparing", message)
                     report(message)
                 if calibrate and self._calibrate_once(request, report):
-                    # The calibrated formats differ from what loaded before: load them now,
-                    # so the first visitor does not wait for it (the pipeline cache evicts
+                    # The calibrated formats may differ from what loaded before: load them
+                    # now, so the first visitor does not wait for it (the pipeline cache evicts
                     # the earlier pair when both do not fit its memory budget).
                     for message in self.load_with_status(request):
                         self.startup.update("preparing", message)
@@ -318,6 +318,7 @@ class Arena:
         preset = self.presets.get(request.preset)
         if preset.draft is None or calibrate.load_cached(self.store, preset) is not None:
             return False
+
         def converting(message: str) -> None:
             self.startup.update("preparing", f"preparing weight formats to measure this machine (races run "
                                              f"meanwhile, a little slower): {message}")
