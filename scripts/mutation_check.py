@@ -158,6 +158,22 @@ MUTATIONS = [
         "        if a != b and False:\n            return",
         ("tests/test_race_logic.py::test_acceptance_rate_and_verdicts",),
     ),
+    Mutation(
+        "calibrate: the draft's guesses shifted by one position",
+        "acceptance would be counted against the wrong answer token, so τ(K) and the choice go wrong",
+        "demo/calibrate.py",
+        "    return [int(x) for x in logits[0, len(prompt_ids) - 1:].argmax(-1)]",
+        "    return [int(x) for x in logits[0, len(prompt_ids):].argmax(-1)] + [-1]",
+        ("tests/test_calibrate.py::test_tokens_per_step_match_a_real_speculative_run",),
+    ),
+    Mutation(
+        "calibrate: a step keeps every guess up to K, right or wrong",
+        "τ(K) would grow with K regardless of acceptance, so calibration would always pick the largest K",
+        "demo/calibrate.py",
+        "        p += min(runs[p], k) + 1",
+        "        p += k + 1",
+        ("tests/test_calibrate.py::test_agreement_runs_and_steps_by_hand",),
+    ),
 ]
 
 
