@@ -228,6 +228,27 @@ def step_costs(model: StatefulModel, ms: Sequence[int], repeats: int = REPEATS) 
     return [best[m] for m in ms]
 
 
+def sparse_points(ms: Sequence[int]) -> list[int]:
+    """The step sizes measured on a sparse curve: the three smallest, the middle one and the
+    largest (1, 2, 3, 5, 9 for K up to 8)."""
+    ms = sorted(ms)
+    return sorted(set(ms[:3] + [ms[len(ms) // 2]] + ms[-1:]))
+
+
+def curve_costs(model: StatefulModel, ms: Sequence[int], sparse: bool = False) -> list[float]:
+    """step_costs for every M in `ms`; `sparse` measures only sparse_points(ms) and
+    interpolates linearly between them. Race-mode curves (one thread per pipeline, so
+    slower steps) are sparse: the curve is smooth there, and a first launch should not
+    spend a minute per format on them."""
+    import numpy as np
+
+    if not sparse:
+        return step_costs(model, ms)
+    points = sparse_points(ms)
+    costs = step_costs(model, points)
+    return [float(x) for x in np.interp(ms, points, costs)]
+
+
 def greedy_answer(model: StatefulModel, prompt_ids: Sequence[int], max_new_tokens: int, eos: int,
                   stop: Optional[threading.Event] = None) -> tuple[list[int], list[float]]:
     """The main model's greedy answer (what every K of speculative decoding must produce),
@@ -378,7 +399,8 @@ def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMA
                 report(f"measuring the main model ({fmt}, {mode} threads): verify cost for 1..{k_max + 1} tokens")
                 model = StatefulModel(folder, n)
                 try:
-                    curves[mode], memory = step_costs(model, ms), max(memory, model.memory)
+                    curves[mode] = curve_costs(model, ms, sparse=(mode == "race"))
+                    memory = max(memory, model.memory)
                     if mode == "fair":
                         # Acceptance belongs to the pair as prepared: each main format's own
                         # greedy answers, guessed along by each draft format.
@@ -433,6 +455,7 @@ def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMA
         "max_new_tokens": max_new_tokens,
         "prefix_tokens": PREFIX_TOKENS,
         "threads": {mode: n for mode, n in threads.items()},
+        "race_curve_measured_at": sparse_points(ms),  # the other M of race curves are interpolated
         "cores": cpu_cores(),
         "budget_bytes": budget,
         "main": mains,

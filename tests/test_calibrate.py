@@ -239,3 +239,22 @@ def test_a_busy_machine_is_noticed():
     finally:
         spinner.kill()
     assert busy is not None and busy >= 0.6 / cpu_cores()
+
+
+def test_race_curves_are_measured_sparsely_and_interpolated(result, monkeypatch):
+    """The race curve is measured at a few M (one thread is slow) and filled in linearly."""
+    assert calibrate.sparse_points(list(range(1, 10))) == [1, 2, 3, 5, 9]
+    assert result["race_curve_measured_at"] == calibrate.sparse_points(list(range(1, K_MAX + 2)))
+    asked = []
+
+    def measured(model, ms):
+        asked.append(list(ms))
+        return [0.010 * m * m for m in ms]  # a convex curve: interpolation must not equal it
+
+    monkeypatch.setattr(calibrate, "step_costs", measured)
+    curve = calibrate.curve_costs(None, list(range(1, 10)), sparse=True)
+    assert asked == [[1, 2, 3, 5, 9]]
+    assert curve[4] == pytest.approx(0.25) and curve[8] == pytest.approx(0.81)   # measured points
+    assert curve[3] == pytest.approx((0.09 + 0.25) / 2)                          # M=4 between 3 and 5
+    assert curve[6] == pytest.approx(0.25 + (0.81 - 0.25) * 2 / 4)               # M=7 between 5 and 9
+    assert calibrate.curve_costs(None, [1, 2, 3], sparse=False) == pytest.approx([0.01, 0.04, 0.09])
