@@ -315,6 +315,24 @@ def predict(verify: Sequence[float], draft_step: float, answers_runs: Sequence[S
             "speculative_tok_s": tau / step, "baseline_tok_s": 1.0 / verify[0]}
 
 
+def _dominated(fair_curve: Sequence[float], mains: dict, drafts: dict, runs: dict, k_max: int) -> bool:
+    """True if a main format whose fair-mode curve is `fair_curve` cannot win: alone it is
+    slower than a format measured before, and even with the best tokens per step any
+    measured pair reached (plus 10 %) and the cheapest draft, speculation on it is slower
+    than the best prediction so far. Nothing is dominated before one format is measured."""
+    measured = {key: r for key, r in runs.items() if not mains.get(key[0], {}).get("dominated", True)}
+    if not measured:
+        return False
+    if 1 / fair_curve[0] > max(1 / mains[mf]["verify_s"]["fair"][0] for mf, _ in measured):
+        return False
+    cheapest = min(d["step_s"]["fair"] for d in drafts.values())
+    bound = max(1.1 * max(tokens_per_step(r, k) for r in measured.values()) / (k * cheapest + fair_curve[k])
+                for k in range(1, k_max + 1))
+    best = max(predict(mains[mf]["verify_s"]["fair"], drafts[df]["step_s"]["fair"], r, k)["speculative_tok_s"]
+               for (mf, df), r in measured.items() for k in range(1, k_max + 1))
+    return bound < best
+
+
 def prompt_ids(folder: Path, prompts: Sequence[str]) -> tuple[list[list[int]], int]:
     """The prompts as the arena feeds them (chat template when the model has one), and the EOS id."""
     import openvino_genai as og
@@ -401,6 +419,12 @@ def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMA
                 try:
                     curves[mode] = curve_costs(model, ms, sparse=(mode == "race"))
                     memory = max(memory, model.memory)
+                    if mode == "fair" and _dominated(curves["fair"], mains, drafts, runs, k_max):
+                        # Even with the best acceptance seen so far (+10 %) and the cheapest
+                        # draft it cannot beat a format already measured: skip its answers
+                        # and its race curve (a minute on a slow f16 main).
+                        report(f"main model {fmt} cannot beat the formats measured so far: skipped")
+                        break
                     if mode == "fair":
                         # Acceptance belongs to the pair as prepared: each main format's own
                         # greedy answers, guessed along by each draft format.
@@ -416,7 +440,7 @@ def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMA
                                                for p, a in zip(ids, answers)]
                 finally:
                     model.close()
-            mains[fmt] = {"verify_s": curves, "memory_bytes": memory,
+            mains[fmt] = {"verify_s": curves, "memory_bytes": memory, "dominated": "race" not in curves,
                           # Median time of one real decoding step (growing past): a check on verify_s[0].
                           "decode_step_s": sorted(decode)[len(decode) // 2] if decode else None}
     finally:
@@ -426,6 +450,8 @@ def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMA
 
     candidates = []
     for mf, m in mains.items():
+        if m["dominated"]:
+            continue
         for df, d in drafts.items():
             need = 2 * m["memory_bytes"] + d["memory_bytes"]
             for mode in threads:
@@ -485,6 +511,10 @@ def summary_lines(result: dict) -> list[str]:
     for fmt, m in result["main"].items():
         fair = m["verify_s"]["fair"]
         one = fair[0]
+        if m.get("dominated"):
+            lines.append(f"  main {fmt:9s} 1 token {one * 1000:6.1f} ms; M=1..{len(fair)} ÷ 1: "
+                         + " ".join(f"{v / one:.2f}" for v in fair) + "; cannot beat the others here: not measured further")
+            continue
         curve = " ".join(f"{v / one:.2f}" for v in fair)
         decode = f" (real decoding step {m['decode_step_s'] * 1000:.1f} ms)" if m.get("decode_step_s") else ""
         lines.append(f"  main {fmt:9s} 1 token {one * 1000:6.1f} ms{decode}; M=1..{len(fair)} tokens ÷ 1 token: "
@@ -546,11 +576,12 @@ def write_plot(result: dict, path: Path) -> None:
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
     for ax, mode in zip(axes, ("fair", "race")):
-        for fmt, m in result["main"].items():
-            curve = m["verify_s"][mode]
-            ax.plot(range(1, len(curve) + 1), [v / curve[0] for v in curve], marker="o",
-                    label=f"{fmt} ({curve[0] * 1000:.0f} ms for 1 token)")
-        top = len(next(iter(result["main"].values()))["verify_s"][mode])
+        for i, (fmt, m) in enumerate(result["main"].items()):
+            curve = m["verify_s"].get(mode)  # a format that could not win has no race curve
+            if curve:
+                ax.plot(range(1, len(curve) + 1), [v / curve[0] for v in curve], marker="o", color=f"C{i}",
+                        label=f"{fmt} ({curve[0] * 1000:.0f} ms for 1 token)")
+        top = result["k_max"] + 1
         ax.plot([1, top], [1, top], ":", color="grey", label="each token costs a full step")
         ax.axhline(1.0, color="grey", linewidth=0.8)
         threads = result["threads"][mode]

@@ -258,3 +258,21 @@ def test_race_curves_are_measured_sparsely_and_interpolated(result, monkeypatch)
     assert curve[3] == pytest.approx((0.09 + 0.25) / 2)                          # M=4 between 3 and 5
     assert curve[6] == pytest.approx(0.25 + (0.81 - 0.25) * 2 / 4)               # M=7 between 5 and 9
     assert calibrate.curve_costs(None, [1, 2, 3], sparse=False) == pytest.approx([0.01, 0.04, 0.09])
+
+
+def test_a_main_format_that_cannot_win_is_not_measured_further():
+    """By hand: format a (40 ms per token, flat curve) with a draft of 10 ms that is right
+    3 times in 4 is measured; a format slower alone whose curve, even with perfect-plus
+    acceptance and the cheapest draft, stays below a's best prediction is dominated; a
+    format faster alone never is, and nothing is dominated before anything was measured."""
+    runs = {("a", "d"): [[0, 3, 2, 1, 0, 3, 2, 1, 0]]}
+    mains = {"a": {"verify_s": {"fair": [0.040] * 5}, "dominated": False}}
+    drafts = {"d": {"step_s": {"fair": 0.010}}}
+    best = max(calibrate.predict([0.040] * 5, 0.010, runs[("a", "d")], k)["speculative_tok_s"] for k in (1, 2, 3, 4))
+    slow = [0.200] * 5  # five times slower per step
+    bound = max(1.1 * calibrate.tokens_per_step(runs[("a", "d")], k) / (k * 0.010 + 0.200) for k in (1, 2, 3, 4))
+    assert bound < best  # 18.3 < 57.1 tok/s
+    assert calibrate._dominated(slow, mains, drafts, runs, 4)
+    assert not calibrate._dominated([0.045] * 5, mains, drafts, runs, 4)   # close enough to win
+    assert not calibrate._dominated([0.030] + [0.500] * 4, mains, drafts, runs, 4)  # fastest alone
+    assert not calibrate._dominated(slow, {}, drafts, {}, 4)
