@@ -62,6 +62,8 @@ def test_kiosk_layout_is_large_and_has_no_settings(kiosk):
 
 
 def test_kiosk_runs_two_attract_races_unattended_then_yields_to_a_click(kiosk, engine_runs):
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
     demo, page, cache = kiosk
     examples = demo.arena.presets.get(SMOLLM2).examples
     wait_ready(page)
@@ -126,8 +128,13 @@ def test_kiosk_runs_two_attract_races_unattended_then_yields_to_a_click(kiosk, e
 
     # 4. ...and a visitor who taps the prompt and types gets their own prompt raced, not the example.
     wait_for(lambda: all(len(r.chunks) >= 2 for r in resumed), 60, "the resumed race to stream")
-    with page.expect_response(lambda r: r.url.endswith("/cancel"), timeout=30_000):
-        page.click("#prompt textarea")
+    try:
+        with page.expect_response(lambda r: r.url.endswith("/cancel"), timeout=15_000):
+            page.click("#prompt textarea")
+    except PlaywrightTimeout:
+        # No Stop reached the server: right only if the short demo answer had already
+        # ended on its own when the prompt was tapped.
+        assert all(r.done.is_set() and not r.result.cancelled for r in resumed), "the tap sent no Stop to a running race"
     tapped = time.perf_counter()
     page.keyboard.type(VISITOR_PROMPT)
     assert page.input_value("#prompt textarea") == VISITOR_PROMPT, "the example the loop typed was not cleared"
