@@ -221,24 +221,9 @@ class Arena:
         stop = stop or threading.Event()
         what = "a fair measurement" if request.mode == "fair" else "a race"
 
-        def admit_and_load(status):
-            self.prepare(request.preset, status, cancel=stop, **self.formats_for(request))
-            ticket = self.admission.enter(what, stop, status)
-            try:
-                runners = self.runners(request, status)
-            except BaseException:
-                ticket.release()
-                raise
-            return ticket, runners
-
-        loaded: list = []
-        try:
-            for message in _status_stream(admit_and_load, loaded, on_abandoned=lambda r: r[0].release()):
-                yield StatusEvent(message)
-        finally:
-            if not loaded:
-                stop.set()  # closed while waiting or loading: the loader gives its slot back
-        ticket, runners = loaded[0]
+        ticket, runners = yield from self.admitted(
+            what, stop, lambda status: self.prepare(request.preset, status, cancel=stop, **self.formats_for(request)),
+            lambda status, pair: self.runners(request, status))
         stream = race if request.mode == "race" else sequential
         started = False
         try:
@@ -252,6 +237,29 @@ class Arena:
         finally:
             if not started:
                 ticket.release()
+
+    def admitted(self, what: str, stop: threading.Event, prepare: Callable, load: Callable):
+        """Prepare, wait for the CPU (the admission slot), then load in it, yielding
+        StatusEvents meanwhile; returns (ticket, what `load` returned). `prepare(status)`
+        runs before the slot, `load(status, prepared)` holding it. If loading fails, or the
+        caller goes away while waiting or loading, the slot is given back."""
+        def admit_and_load(status):
+            prepared = prepare(status)
+            ticket = self.admission.enter(what, stop, status)
+            try:
+                return ticket, load(status, prepared)
+            except BaseException:
+                ticket.release()
+                raise
+
+        loaded: list = []
+        try:
+            for message in _status_stream(admit_and_load, loaded, on_abandoned=lambda r: r[0].release()):
+                yield StatusEvent(message)
+        finally:
+            if not loaded:
+                stop.set()  # closed while waiting or loading: the loader gives its slot back
+        return loaded[0]
 
     def load_with_status(self, request: RaceRequest, out: Optional[list] = None) -> Iterator[str]:
         """Prepare and load the request's pipelines in the admission slot, yielding status

@@ -20,7 +20,7 @@ import threading
 from dataclasses import dataclass, replace
 from typing import Iterator, Optional
 
-from .arena import Arena, RaceRequest, StatusEvent, _status_stream, validate_prompt
+from .arena import Arena, RaceRequest, StatusEvent, validate_prompt
 from .errors import DemoError
 from .metrics import SideStats, acceptance_rate, equality_verdict, side_stats
 from .race import one_by_one
@@ -138,29 +138,19 @@ def run(arena: Arena, request: RaceRequest, stop: Optional[threading.Event] = No
         draft = pair.draft if method == "draft" else None
         return arena.cache.get(pair.main, draft, method, options, status)
 
-    def admit_and_load(status):
-        pair = arena.prepare(request.preset, status, cancel=stop, main_format=request.main_format,
-                             draft_format=request.draft_format)
-        ticket = arena.admission.enter("a three-way race", stop, status)
-        try:
-            runners = pipelines(pair, "draft", status)
-            for lane, runner in ((BASELINE, runners[BASELINE]), (SPECULATIVE, runners[SPECULATIVE])):
-                check = getattr(runner, "check_prompt", None)
-                if check is not None:  # a too-long prompt: one refusal, before any lane starts
-                    check(prompt, lane_settings["draft"])
-        except BaseException:
-            ticket.release()
-            raise
-        return ticket, pair
+    def check_prompt(status, pair):
+        runners = pipelines(pair, "draft", status)
+        for lane, runner in ((BASELINE, runners[BASELINE]), (SPECULATIVE, runners[SPECULATIVE])):
+            check = getattr(runner, "check_prompt", None)
+            if check is not None:  # a too-long prompt: one refusal, before any lane starts
+                check(prompt, lane_settings["draft"])
+        return pair
 
-    loaded: list = []
-    try:
-        for message in _status_stream(admit_and_load, loaded, on_abandoned=lambda r: r[0].release()):
-            yield StatusEvent(message)
-    finally:
-        if not loaded:
-            stop.set()
-    ticket, pair = loaded[0]
+    ticket, pair = yield from arena.admitted(
+        "a three-way race", stop,
+        lambda status: arena.prepare(request.preset, status, cancel=stop, main_format=request.main_format,
+                                     draft_format=request.draft_format),
+        check_prompt)
 
     def lane_runner(lane: str):
         side = BASELINE if lane == "baseline" else SPECULATIVE

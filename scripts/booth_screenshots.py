@@ -28,6 +28,16 @@ VISITOR_PROMPTS = ["Name three colours of the rainbow and say one thing about ea
                    "Write a haiku about a lighthouse."]
 
 
+def open_page(playwright, url: str, width: int = 1400):
+    """Debian's Chromium, headless, on the page at `url` once its Run button is there."""
+    browser = playwright.chromium.launch(executable_path=os.environ.get("CHROMIUM", "/usr/bin/chromium"),
+                                         args=CHROMIUM_ARGS, headless=True)
+    page = browser.new_page(viewport={"width": width, "height": 900})
+    page.goto(url)
+    page.wait_for_selector("#run")
+    return browser, page
+
+
 def _port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -71,11 +81,7 @@ def main() -> int:
                                    False, 0.7, 0.9, False, "race: both at once", api_name="/race")
         client.close()
         with sync_api.sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=os.environ.get("CHROMIUM", "/usr/bin/chromium"),
-                                        args=CHROMIUM_ARGS, headless=True)
-            page = browser.new_page(viewport={"width": 1400, "height": 900})
-            page.goto(demo.local_url)
-            page.wait_for_selector("#run")
+            browser, page = open_page(p, demo.local_url)
             page.locator("button[role=tab]", has_text="Three-way race").click()
             page.locator("#three-way-examples button").first.click()
             page.wait_for_function(f"() => document.querySelector('#three-way-prompt textarea').value.length > 0")
@@ -98,11 +104,7 @@ def main() -> int:
     app.launch(kiosk, port=_port(), prevent_thread_lock=True, quiet=True)
     try:
         with sync_api.sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=os.environ.get("CHROMIUM", "/usr/bin/chromium"),
-                                        args=CHROMIUM_ARGS, headless=True)
-            page = browser.new_page(viewport={"width": 1600, "height": 900})
-            page.goto(kiosk.local_url)
-            page.wait_for_selector("#run")
+            browser, page = open_page(p, kiosk.local_url, width=1600)
             page.wait_for_function("() => window.__kiosk && window.__kiosk.runs >= 1"
                                    " && document.querySelector('#summary .summary')", timeout=600_000)
             page.screenshot(path=str(args.out / "screenshot-kiosk.png"))

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
 import sys
 import time
 from pathlib import Path
@@ -22,13 +21,12 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 PROMPT = "Write a Python function that merges two sorted lists into one sorted list, with a docstring and a short example."
 
 
 def main() -> int:
     import app
+    from booth_screenshots import _port, open_page  # scripts/ is on sys.path when run as a script
     from playwright import sync_api
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -37,19 +35,12 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=ROOT / "docs")
     args = ap.parse_args()
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     demo = app.make_demo(preset=args.preset, cache_dir=args.cache_dir, bench=False)
-    app.launch(demo, port=port, prevent_thread_lock=True, quiet=True)
+    app.launch(demo, port=_port(), prevent_thread_lock=True, quiet=True)
     while demo.arena.startup.get()[0] not in ("ready", "failed"):  # the default pair loads first
         time.sleep(0.5)
     with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=os.environ.get("CHROMIUM", "/usr/bin/chromium"),
-                                    args=CHROMIUM_ARGS, headless=True)
-        page = browser.new_page(viewport={"width": 1400, "height": 900})
-        page.goto(demo.local_url)
-        page.wait_for_selector("#run")
+        browser, page = open_page(p, demo.local_url)
         page.fill("#prompt textarea", PROMPT)
         page.click("#run")
         page.wait_for_function("() => (document.querySelector('#speculative-output')?.innerText || '').length > 200",
