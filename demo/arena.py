@@ -89,7 +89,8 @@ def threads_for(request: RaceRequest) -> Optional[int]:
     return request.race_threads or None
 
 
-def how_it_ran(mode: Mode, options: PipelineOptions, method: str, threads: Optional[int]) -> str:
+def how_it_ran(mode: Mode, options: PipelineOptions, method: str, threads: Optional[int],
+               in_turn: bool = False) -> str:
     cores = cpu_cores()
     devices = f"main on {options.main_device}"
     if method == "draft":
@@ -104,6 +105,8 @@ def how_it_ran(mode: Mode, options: PipelineOptions, method: str, threads: Optio
                  f"of {cores} core{'s' if cores != 1 else ''}, CPU pinning off")
     else:
         split = f"fair mode: each pipeline alone with all {cores} cores, then replayed side by side"
+        if in_turn:
+            split += " (loaded one at a time: both do not fit in memory together)"
     return f"{split}; {devices}; {precision}"
 
 
@@ -207,10 +210,21 @@ class Arena:
                                    formats["draft_format"]))
 
     def runners(self, request: RaceRequest, status: Callable[[str], None] = lambda m: None) -> dict:
-        """Prepare and load a request's pipelines (the caller holds the admission slot)."""
+        """Prepare and load a request's pipelines (the caller holds the admission slot).
+        Fair mode on a pair that does not fit in memory twice gets each side in turn:
+        race.sequential loads one side's pipeline, then the other's."""
         pair = self.prepare(request.preset, status, **self.formats_for(request))
         options = request.options.with_threads(threads_for(request))
-        return self.cache.get(pair.main, pair.draft, request.settings.method, options, status)
+        load = self.cache.sequential if request.mode == "fair" else self.cache.get
+        return load(pair.main, pair.draft, request.settings.method, options, status)
+
+    def loads_in_turn(self, request: RaceRequest) -> bool:
+        """Whether a fair request's pipelines are loaded one side at a time (PipelineCache.in_turn)."""
+        pair = self.prepared(request)
+        in_turn = getattr(self.cache, "in_turn", None)
+        if request.mode != "fair" or pair is None or in_turn is None:
+            return False
+        return in_turn(self.cache.key(pair.main, pair.draft, request.settings.method, request.options.with_threads(None)))
 
     # -- running --------------------------------------------------------------------------
     def run(self, request: RaceRequest, stop: Optional[threading.Event] = None) -> Iterator[Union[StatusEvent, StartEvent, ChunkEvent, DoneEvent]]:
@@ -224,14 +238,17 @@ class Arena:
         ticket, runners = yield from self.admitted(
             what, stop, lambda status: self.prepare(request.preset, status, cancel=stop, **self.formats_for(request)),
             lambda status, pair: self.runners(request, status))
-        stream = race if request.mode == "race" else sequential
         started = False
         try:
             for runner in runners.values():  # a too-long prompt: one refusal, before any side starts
                 check = getattr(runner, "check_prompt", None)
                 if check is not None:
                     check(prompt, settings)
-            events = stream(runners, prompt, settings, stop, on_finished=ticket.release)
+            if request.mode == "race":
+                events = race(runners, prompt, settings, stop, on_finished=ticket.release)
+            else:
+                events = sequential(runners, prompt, settings, stop, on_finished=ticket.release,
+                                    on_status=lambda m: StatusEvent(f"fair mode: {m}"))
             started = True
             yield from events
         finally:
@@ -372,7 +389,8 @@ class Arena:
             speedup=speedup(b, s) if not (base.error or spec.error) else None,
             acceptance_rate=acceptance_rate(spec.ov_accepted_tokens, spec.ov_draft_tokens),
             verdict=equality_verdict(base.token_ids, spec.token_ids),
-            how=how_it_ran(request.mode, request.options, request.settings.method, threads_for(request)),
+            how=how_it_ran(request.mode, request.options, request.settings.method, threads_for(request),
+                           self.loads_in_turn(request)),
             errors={side: r.error for side, r in results.items() if r.error},
             why=None if (base.error or spec.error) else explain(
                 base, spec, speedup(b, s), request.settings.assistant_tokens, self.calibration_for(request)),

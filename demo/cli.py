@@ -92,7 +92,9 @@ def _run(args) -> int:
                               threads=race_threads() if args.mode == "race" else None,
                               cache_size_gb=args.cache_size)
     print("[loading and warming up both pipelines]", file=sys.stderr)
-    runners = PipelineCache().get(main_dir, draft_dir, settings.method, options)
+    cache = PipelineCache()
+    load = cache.get if args.mode == "race" else cache.sequential  # fair: one side at a time if both do not fit
+    runners = load(main_dir, draft_dir, settings.method, options, lambda m: print(f"[{m}]", file=sys.stderr))
     stream = race if args.mode == "race" else sequential
     results = {}
     stop = threading.Event()

@@ -15,7 +15,7 @@ from typing import Callable, Optional
 
 from .errors import DemoError
 from .settings import MAX_PROMPT_TOKENS, GenerationSettings, PipelineOptions
-from .streaming import BASELINE, SPECULATIVE, Chunk, IncrementalDetokenizer
+from .streaming import BASELINE, SIDES, SPECULATIVE, Chunk, IncrementalDetokenizer
 
 # Greedy outputs of the baseline and speculative pipelines match exactly only with all
 # three (models.md): the multi-token verify step otherwise runs in bf16 with other kernels
@@ -131,6 +131,32 @@ class _Streamer:
         return Streamer()
 
 
+def template(tokenizer, prompt: str) -> str:
+    """Apply the model's chat template when it has one (instruct models do)."""
+    if not tokenizer.chat_template:
+        return prompt
+    return tokenizer.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True)
+
+
+def count_tokens(tokenizer, text: str) -> int:
+    return int(tokenizer.encode(text).input_ids.get_shape()[-1])
+
+
+def check_fits(side: str, n_prompt: int, settings: GenerationSettings, max_context: Optional[int]) -> None:
+    """Refuse a prompt of `n_prompt` tokens that this side's model cannot hold with the new tokens."""
+    if n_prompt > MAX_PROMPT_TOKENS:
+        raise DemoError(
+            f"The prompt is {n_prompt} tokens long; this demo accepts at most {MAX_PROMPT_TOKENS}, so shorten it."
+        )
+    # A speculative step may write K draft tokens past the last one it keeps.
+    slack = (settings.assistant_tokens or 0) if side == SPECULATIVE else 0
+    if max_context is not None and n_prompt + settings.max_new_tokens + slack > max_context:
+        raise DemoError(
+            f"The prompt ({n_prompt} tokens) plus {settings.max_new_tokens} new tokens does not fit in the "
+            f"{max_context} tokens this model can hold; shorten the prompt or lower max new tokens."
+        )
+
+
 class OpenVINORunner:
     """One side of the race: an LLMPipeline plus what it takes to stream it."""
 
@@ -154,15 +180,10 @@ class OpenVINORunner:
                                 "check the model folder and device.")
 
     def template(self, prompt: str) -> str:
-        """Apply the model's chat template when it has one (instruct models do)."""
-        if not self.tokenizer.chat_template:
-            return prompt
-        return self.tokenizer.apply_chat_template(
-            [{"role": "user", "content": prompt}], add_generation_prompt=True
-        )
+        return template(self.tokenizer, prompt)
 
     def count_tokens(self, text: str) -> int:
-        return int(self.tokenizer.encode(text).input_ids.get_shape()[-1])
+        return count_tokens(self.tokenizer, text)
 
     def _config(self, s: GenerationSettings):
         c = self._ov.GenerationConfig()
@@ -184,26 +205,13 @@ class OpenVINORunner:
 
     def check_prompt(self, prompt: str, settings: GenerationSettings) -> None:
         """Refuse a prompt that does not fit before either side starts (run() checks again)."""
-        self.check_fits(self.count_tokens(self.template(prompt)), settings)
-
-    def check_fits(self, n_prompt: int, settings: GenerationSettings) -> None:
-        if n_prompt > MAX_PROMPT_TOKENS:
-            raise DemoError(
-                f"The prompt is {n_prompt} tokens long; this demo accepts at most {MAX_PROMPT_TOKENS}, so shorten it."
-            )
-        # A speculative step may write K draft tokens past the last one it keeps.
-        slack = (settings.assistant_tokens or 0) if self.side == SPECULATIVE else 0
-        if self.max_context is not None and n_prompt + settings.max_new_tokens + slack > self.max_context:
-            raise DemoError(
-                f"The prompt ({n_prompt} tokens) plus {settings.max_new_tokens} new tokens does not fit in the "
-                f"{self.max_context} tokens this model can hold; shorten the prompt or lower max new tokens."
-            )
+        check_fits(self.side, self.count_tokens(self.template(prompt)), settings, self.max_context)
 
     def run(self, prompt: str, settings: GenerationSettings, on_chunk: OnChunk,
             on_start: Callable[[float], None] = lambda t: None) -> RunResult:
         detok = IncrementalDetokenizer(self.tokenizer.decode)
         templated = self.template(prompt)
-        self.check_fits(self.count_tokens(templated), settings)
+        check_fits(self.side, self.count_tokens(templated), settings, self.max_context)
         result = RunResult(self.side, start=0.0, end=0.0)
         streamer = _Streamer.make(self._ov, self.side, detok, result, on_chunk)
         config = self._config(settings)
@@ -253,61 +261,97 @@ class PairKey:
 
 
 class PipelineCache:
-    """Builds baseline + speculative runners lazily and keeps as many pairs as memory allows.
+    """Builds baseline + speculative runners lazily and keeps as many as memory allows.
 
+    An entry is a pair (both sides, as a race needs them) or one side alone (fair mode on
+    a pair that does not fit twice: each side is loaded in turn, see Arena.runners).
     The budget is in bytes (demo.memory.budget_bytes: the machine's or the container's
-    limit, less a reserve). A pair's size is measured when it loads (resident memory before
-    and after, warm-up included) and remembered; a pair never loaded before is estimated
-    from its weight files. Least recently used pairs are evicted, and freed at once, to make
-    room; a pair that cannot fit even alone is refused with a sentence instead of letting
-    the kernel's OOM killer end the app.
+    limit, less a reserve). An entry's size is measured when it loads (resident memory
+    before and after, warm-up included) and remembered; one never loaded before is
+    estimated from its weight files. Least recently used entries are evicted, and freed at
+    once, to make room; one that cannot fit even alone is refused with a sentence instead
+    of letting the kernel's OOM killer end the app.
     """
 
     def __init__(self, budget: Optional[int] = None, max_pairs: Optional[int] = None):
         from . import memory
 
         self.budget = memory.budget_bytes() if budget is None else budget
-        self.max_pairs = max_pairs
-        self._pairs: "OrderedDict[PairKey, dict[str, OpenVINORunner]]" = OrderedDict()
-        self._sizes: dict[PairKey, int] = {}  # measured bytes per loaded (or once loaded) pair
+        self.max_pairs = max_pairs  # entries, whether pairs or single sides
+        self._pairs: "OrderedDict[tuple[PairKey, tuple], dict[str, OpenVINORunner]]" = OrderedDict()
+        self._sizes: dict[tuple[PairKey, tuple], int] = {}  # measured bytes per loaded (or once loaded) entry
         self._lock = threading.Lock()
+
+    @staticmethod
+    def key(main: Path, draft: Optional[Path], method: str, options: PipelineOptions) -> PairKey:
+        if method == "draft" and draft is None:
+            raise DemoError("This preset has no draft model; choose prompt lookup as the speculative method.")
+        return PairKey(str(main), str(draft) if method == "draft" else None, method, options)
 
     def loaded_bytes(self) -> int:
         return sum(self._sizes.get(k, 0) for k in self._pairs)
 
-    def estimate(self, key: PairKey) -> int:
-        """Bytes a pair will take: measured if it was loaded before, else from its files.
+    def loaded(self) -> list[tuple[PairKey, tuple]]:
+        """(pair key, sides) of every entry in memory now, least recently used first."""
+        with self._lock:
+            return list(self._pairs)
 
-        The estimate counts the main model twice (baseline and speculative pipelines each
-        compile it) and doubles the weight files, since the CPU plugin may expand f16
-        weights to f32 (models.md: the f16 1.5B main took 12.3 GB); plus the KV-cache pools.
+    def estimate(self, key: PairKey, sides: tuple = SIDES) -> int:
+        """Bytes the given sides of a pair will take: measured if they were loaded before,
+        else from their files.
+
+        Each side compiles the main model (the speculative side the draft too), and the
+        weight files are doubled, since the CPU plugin may expand f16 weights to f32
+        (models.md: the f16 1.5B main took 12.3 GB); plus the KV-cache pools.
         """
-        if key in self._sizes:
-            return self._sizes[key]
+        if (key, sides) in self._sizes:
+            return self._sizes[(key, sides)]
         def weights(folder: Path) -> int:
             return sum(f.stat().st_size for f in folder.glob("openvino_model.bin"))
         main = weights(Path(key.main))
         draft = weights(Path(key.draft)) if key.draft else 0
-        return 2 * (2 * main + draft) + kv_pool_bytes(key)
+        per_side = {BASELINE: 2 * main, SPECULATIVE: 2 * (main + draft) + kv_pool_bytes(key)}
+        return sum(per_side[side] for side in sides)
 
-    def get(
-        self,
-        main: Path,
-        draft: Optional[Path],
-        method: str,
-        options: PipelineOptions,
-        status: Callable[[str], None] = lambda msg: None,
-    ) -> dict[str, OpenVINORunner]:
+    def fits(self, key: PairKey, sides: tuple = SIDES) -> bool:
+        """Whether these sides of a pair fit in the budget together (evicting everything else)."""
+        return self.estimate(key, sides) <= self.budget
+
+    def in_turn(self, key: PairKey) -> bool:
+        """Whether a pair fits only one side at a time: both sides together exceed the
+        budget, each alone does not. OpenVINO GenAI cannot run a speculative pipeline
+        without drafting (a request with neither K nor a threshold gets K=5), so the fair
+        mode cannot share one pipeline; loading in turn needs the same memory."""
+        return not self.fits(key) and all(self.fits(key, (side,)) for side in SIDES)
+
+    def get(self, main: Path, draft: Optional[Path], method: str, options: PipelineOptions,
+            status: Callable[[str], None] = lambda msg: None) -> dict[str, OpenVINORunner]:
+        """Both sides of a pair, loaded together."""
+        return self._get(self.key(main, draft, method, options), SIDES, status)
+
+    def sequential(self, main: Path, draft: Optional[Path], method: str, options: PipelineOptions,
+                   status: Callable[[str], None] = lambda msg: None) -> dict:
+        """The runners of a fair (sequential) measurement: both sides loaded, or, for a pair
+        that fits only one side at a time, each side in turn (SideInTurn)."""
+        key = self.key(main, draft, method, options)
+        if self.in_turn(key):
+            status("these models fit in memory one pipeline at a time: each side is loaded when it runs")
+            return {side: SideInTurn(self, key, side) for side in SIDES}
+        return self._get(key, SIDES, status)
+
+    def get_side(self, key: PairKey, side: str, status: Callable[[str], None] = lambda msg: None) -> OpenVINORunner:
+        """One side of a pair alone (the other side's entry is evicted if both do not fit)."""
+        return self._get(key, (side,), status)[side]
+
+    def _get(self, key: PairKey, sides: tuple, status: Callable[[str], None]) -> dict[str, OpenVINORunner]:
         from . import memory
 
-        if method == "draft" and draft is None:
-            raise DemoError("This preset has no draft model; choose prompt lookup as the speculative method.")
-        key = PairKey(str(main), str(draft) if method == "draft" else None, method, options)
+        entry = (key, sides)
         with self._lock:
-            if key in self._pairs:
-                self._pairs.move_to_end(key)
-                return self._pairs[key]
-            need = self.estimate(key)
+            if entry in self._pairs:
+                self._pairs.move_to_end(entry)
+                return self._pairs[entry]
+            need = self.estimate(key, sides)
             if need > self.budget:
                 raise DemoError(
                     f"These models need about {memory.gb(need)} of memory and this machine allows "
@@ -317,25 +361,53 @@ class PipelineCache:
                                    or (self.max_pairs and len(self._pairs) >= self.max_pairs)):
                 self._evict_oldest()
             before = memory.rss_bytes()
-            pair = build_pair(key, status)
+            runners = build_pair(key, status) if sides == SIDES else {sides[0]: build_side(key, sides[0], status)}
             # The KV-cache pools are reserved at load but become resident only as runs
             # write to blocks they never used before, over hundreds of races: count them now.
-            self._sizes[key] = max(memory.rss_bytes() - before, 1) + kv_pool_bytes(key)
-            self._pairs[key] = pair
-            return pair
+            pools = kv_pool_bytes(key) if SPECULATIVE in sides else 0
+            self._sizes[entry] = max(memory.rss_bytes() - before, 1) + pools
+            self._pairs[entry] = runners
+            return runners
 
     def _evict_oldest(self) -> None:
         import gc
 
-        key, pair = self._pairs.popitem(last=False)
-        pair.clear()
-        del pair
+        _, runners = self._pairs.popitem(last=False)
+        runners.clear()
+        del runners
         gc.collect()  # OpenVINO frees a compiled model when its last Python reference goes
 
     def clear(self) -> None:
         with self._lock:
             while self._pairs:
                 self._evict_oldest()
+
+
+class SideInTurn:
+    """One side of a fair measurement whose pair does not fit in memory twice: its
+    pipeline is loaded (evicting the other side's) only when race.sequential is about to
+    run it, through load(status).
+
+    Prompt checks need no pipeline: the tokenizer is read from the main model's folder,
+    as the pipeline itself reads it.
+    """
+
+    def __init__(self, cache: PipelineCache, key: PairKey, side: str):
+        import openvino_genai
+
+        self.cache, self.key, self.side = cache, key, side
+        self.tokenizer = openvino_genai.Tokenizer(key.main)
+        self.max_context = max_context(Path(key.main))
+
+    def is_loaded(self) -> bool:
+        return (self.key, (self.side,)) in self.cache.loaded()
+
+    def load(self, status: Callable[[str], None] = lambda m: None) -> OpenVINORunner:
+        return self.cache.get_side(self.key, self.side, status)
+
+    def check_prompt(self, prompt: str, settings: GenerationSettings) -> None:
+        check_fits(self.side, count_tokens(self.tokenizer, template(self.tokenizer, prompt)), settings,
+                   self.max_context)
 
 
 def kv_pool_bytes(key: PairKey) -> int:

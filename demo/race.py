@@ -156,24 +156,25 @@ def _drain(events: "queue.Queue", stop: threading.Event) -> Iterator[Event]:
 
 def sequential(runners: dict, prompt: str, settings: GenerationSettings,
                stop: Optional[threading.Event] = None,
-               on_finished: Optional[Callable[[], None]] = None) -> Iterator[Event]:
-    """Baseline alone, then speculative alone: the fair measurement.
+               on_finished: Optional[Callable[[], None]] = None,
+               on_status: Callable[[str], object] = lambda message: None) -> Iterator[Event]:
+    """Each side alone, one after the other: the fair measurement. `on_finished` as in race().
 
-    One worker thread runs both sides in turn, so that this generator can yield while a
-    side generates; `on_finished` as in race().
+    A runner with a `load(status)` method (pipelines.SideInTurn: a pair that fits in
+    memory only one side at a time) is loaded just before its side runs, once the side
+    before it is done; `on_status` as in one_by_one(). The baseline goes first, unless
+    only the speculative side is in memory: then it does, and a run loads one side, not two.
     """
-    stop = stop or threading.Event()
-    events: "queue.Queue[Event]" = queue.Queue()
+    def loaded(side: str) -> bool:
+        return getattr(runners[side], "is_loaded", lambda: True)()
 
-    def both() -> None:
-        for side in SIDES:
-            if stop.is_set():
-                break
-            _run_side(runners[side], prompt, settings, stop, events.put)
-        events.put(None)  # end of the measurement
+    def lane(side: str):
+        runner = runners[side]
+        load = getattr(runner, "load", None)
+        return side, (lambda status: load(status)) if load else (lambda status: runner), settings
 
-    _Workers(on_finished).start("fair", both)
-    yield from _drain(events, stop)
+    order = sorted(SIDES, key=lambda side: not loaded(side))  # stable: baseline first if both are
+    return one_by_one([lane(side) for side in order], prompt, stop, on_finished, on_status)
 
 
 class _Lane:

@@ -174,6 +174,24 @@ MUTATIONS = [
         "        p += k + 1",
         ("tests/test_calibrate.py::test_agreement_runs_and_steps_by_hand",),
     ),
+    Mutation(
+        "pipelines: an evicted side is kept alive",
+        "fair mode on a pair that fits one side at a time would hold both pipelines anyway",
+        "demo/pipelines.py",
+        "        _, runners = self._pairs.popitem(last=False)\n        runners.clear()",
+        "        _, runners = self._pairs.popitem(last=False)\n"
+        "        self.__dict__.setdefault('kept', []).append(dict(runners))\n"
+        "        runners.clear()",
+        ("tests/test_engine.py::test_fair_mode_loads_one_side_at_a_time_when_both_do_not_fit",),
+    ),
+    Mutation(
+        "race: fair mode always runs the baseline first",
+        "a pair loaded in turn would load both sides for every fair run, not one",
+        "demo/race.py",
+        "    order = sorted(SIDES, key=lambda side: not loaded(side))",
+        "    order = SIDES",
+        ("tests/test_engine.py::test_fair_mode_loads_one_side_at_a_time_when_both_do_not_fit",),
+    ),
 ]
 
 

@@ -190,10 +190,12 @@ def test_arena_reports_status_then_tokens_and_rejects_bad_prompts(presets, sessi
 
 
 def test_speculative_pipeline_without_k_still_drafts(cache, smollm2_ir):
-    """Why fair mode keeps two pipelines: with a draft attached, a request that sets no
-    number of assistant tokens is NOT run by the main model alone on this OpenVINO GenAI
-    (2026.4.1): it still drafts. If a release changes that, this test fails, and fair mode
-    can then share one pipeline for both sides (half the memory)."""
+    """Why fair mode cannot share one pipeline for both sides: with a draft attached, a
+    request that sets no number of assistant tokens is NOT run by the main model alone on
+    this OpenVINO GenAI (2026.4.1): its speculative pipeline sets K=5 then
+    (default_num_assistant_tokens). If a release changes that, this test fails, and fair
+    mode can share one pipeline; meanwhile a pair too big for two is loaded side by side
+    in turn (test_fair_mode_loads_one_side_at_a_time_when_both_do_not_fit)."""
     import openvino_genai as ov
 
     pipe = pair(cache, smollm2_ir)[SPECULATIVE].pipe
@@ -217,14 +219,64 @@ def test_speculative_pipeline_without_k_still_drafts(cache, smollm2_ir):
 def test_prompt_plus_new_tokens_must_fit_the_models_context(presets, tmp_path):
     """A GGUF model's context length is kept at prepare time (the IR does not carry it);
     SmolLM2-135M-Instruct's model card gives 8192 tokens."""
-    from demo.pipelines import OpenVINORunner, max_context
+    from demo.pipelines import check_fits, max_context
     from demo.sources import ModelStore
 
     folder = ModelStore(tmp_path).prepare(presets.get("smollm2-self-draft").main).path
     assert max_context(folder) == 8192
-    runner = OpenVINORunner.__new__(OpenVINORunner)  # only the arithmetic, no pipeline needed
-    runner.side, runner.max_context = SPECULATIVE, 8192
-    runner.check_fits(4000, GenerationSettings(max_new_tokens=4000, assistant_tokens=4))  # 8004 fits
+    check_fits(SPECULATIVE, 4000, GenerationSettings(max_new_tokens=4000, assistant_tokens=4), 8192)  # 8004 fits
     with pytest.raises(DemoError, match=r"^The prompt \(4090 tokens\) plus 4100 new tokens does not fit in the "
                                         r"8192 tokens this model can hold; shorten the prompt or lower max new tokens\.$"):
-        runner.check_fits(4090, GenerationSettings(max_new_tokens=4100, assistant_tokens=4))
+        check_fits(SPECULATIVE, 4090, GenerationSettings(max_new_tokens=4100, assistant_tokens=4), 8192)
+
+
+def live_runners() -> list:
+    """OpenVINORunners alive in this process now (garbage collected first): an evicted
+    side whose pipeline was really freed is not among them."""
+    import gc
+
+    from demo.pipelines import OpenVINORunner
+
+    gc.collect()
+    return [o for o in gc.get_objects() if isinstance(o, OpenVINORunner)]
+
+
+def test_fair_mode_loads_one_side_at_a_time_when_both_do_not_fit(presets, session_store, smollm2_ir):
+    """A pair whose two sides exceed the memory budget together, but not alone, still runs
+    in fair mode: each side's pipeline is loaded when it runs, the other one freed first,
+    and each side gives the very tokens it gives with both loaded."""
+    from demo.pipelines import SideInTurn
+
+    settings = GenerationSettings(max_new_tokens=16, assistant_tokens=3)
+    request = RaceRequest(prompt=PROMPT, preset="smollm2-self-draft", mode="fair", settings=settings)
+    roomy = Arena(presets, session_store, PipelineCache(max_pairs=1))
+    _, both, _ = run_all(roomy.run(request))
+    assert "one at a time" not in roomy.summarize(both, request).how
+    pair_ = roomy.prepared(request)
+    key = PipelineCache.key(pair_.main, pair_.draft, "draft", PipelineOptions())
+    roomy.cache.clear()
+    del roomy
+
+    budget = PipelineCache(max_pairs=1).estimate(key) - 1  # each side fits alone, the two together do not
+    arena = Arena(presets, session_store, PipelineCache(budget=budget))
+    for run in range(2):
+        alive_at_start = {}
+        events = []
+        for e in arena.run(request):
+            events.append(e)
+            if isinstance(e, StartEvent):
+                alive_at_start[e.side] = [r.side for r in live_runners()]
+        results = {e.side: e.result for e in events if isinstance(e, DoneEvent)}
+        for side in (BASELINE, SPECULATIVE):
+            assert results[side].error is None
+            assert alive_at_start[side] == [side], f"run {run}: {alive_at_start}"
+            assert results[side].token_ids == both[side].token_ids, f"run {run}: {side} differs"
+        loads = [e.message for e in events if isinstance(e, StatusEvent) and "loading the" in e.message]
+        starts = [e.side for e in events if isinstance(e, StartEvent)]
+        if run == 0:
+            assert len(loads) == 2 and starts == [BASELINE, SPECULATIVE]
+        else:  # the speculative side is still loaded: it goes first, and one load is enough
+            assert len(loads) == 1 and starts == [SPECULATIVE, BASELINE], (loads, starts)
+        assert "loaded one at a time" in arena.summarize(results, request).how
+    assert all(isinstance(r, SideInTurn) for r in arena.runners(request).values())
+    arena.cache.clear()

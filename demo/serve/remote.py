@@ -44,6 +44,8 @@ class _NoLocalPipelines:
     def get(self, *args, **kwargs):
         raise DemoError(ONLY_ONE_MACHINE)
 
+    sequential = get
+
     def clear(self) -> None:
         pass
 
