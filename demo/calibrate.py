@@ -19,10 +19,11 @@ The standard model (Leviathan et al.) then predicts, per format pair, mode and K
     speculative tok/s = τ(K) / (K·draft + verify(K+1))
 and we pick the fastest configuration that fits the memory budget (a race holds two
 pipelines, each compiling the main model; fair mode can load them one at a time).
-The configurations predicted within 10 % of fair mode's best are then run for real in
-the arena's speculative pipeline, and the fastest measured wins: the model cannot see what a
-pipeline adds per step, and that differs by format (it ranked int4_sym/gguf above
-int8/gguf in two of four calibrations, which measured 0.91× of it). Results are cached
+The raw model misses what a real pipeline adds to each step (scheduling, sampling, two
+KV caches), which favours small K and fast-stepping formats: so, per mode, the best
+format pair runs in the arena's own speculative pipeline at two K, the difference between
+its real and predicted steps gives an overhead of a + b·K per step, and every
+configuration is predicted again with it before choosing. Results are cached
 per machine fingerprint (CPU, ISA flags, cores, RAM, OpenVINO version, model checksums)
 and reused.
 """
@@ -57,8 +58,8 @@ DEFAULT_PROMPT_CLASSES = ("code",)
 DEFAULT_PROMPTS_PER_CLASS = 2
 DEFAULT_NEW_TOKENS = 128
 BUSY_SHARE = 0.2  # other processes' share of the cores above which a calibration warns
-# 2: acceptance per format pair from greedy answers; interleaved timing. 3: fair mode's
-# finalists measured in a real pipeline; fair mode's memory is one main model, not two.
+# 2: acceptance per format pair from greedy answers; interleaved timing. 3: a real
+# pipeline's overhead per step in every prediction; fair mode's memory is one main model.
 CALIBRATION_VERSION = 3
 
 Report = Callable[[str], None]
@@ -315,12 +316,14 @@ def tokens_per_step(answers_runs: Sequence[Sequence[int]], k: int) -> float:
     return tokens / steps if steps else 1.0
 
 
-def predict(verify: Sequence[float], draft_step: float, answers_runs: Sequence[Sequence[int]], k: int) -> dict:
+def predict(verify: Sequence[float], draft_step: float, answers_runs: Sequence[Sequence[int]], k: int,
+            overhead: Sequence[float] = (0.0, 0.0)) -> dict:
     """Standard model: tok/s of the main model alone and of speculation with K guesses.
 
-    `verify[M - 1]` is the cost of one main-model step of M tokens."""
+    `verify[M - 1]` is the cost of one main-model step of M tokens; `overhead` = (a, b):
+    what a real speculative pipeline adds to each step, a + b·K seconds (pipeline_overhead)."""
     tau = tokens_per_step(answers_runs, k)
-    step = k * draft_step + verify[k]
+    step = k * draft_step + verify[k] + max(0.0, overhead[0] + overhead[1] * k)
     return {"k": k, "tokens_per_step": tau, "step_s": step,
             "speculative_tok_s": tau / step, "baseline_tok_s": 1.0 / verify[0]}
 
@@ -343,98 +346,61 @@ def _dominated(fair_curve: Sequence[float], mains: dict, drafts: dict, runs: dic
     return bound < best
 
 
-FINALIST_MARGIN = 0.1  # configurations predicted within 10 % of the best are run for real
-MAX_FINALISTS = 6      # configurations; K is a per-request setting, so a pair's Ks share one load
-MAX_FINALIST_PAIRS = 3
+def overhead_ks(k_max: int) -> tuple[int, int]:
+    """The two K a real pipeline is timed at to fit its overhead (2 and 6 for K up to 8)."""
+    lo = max(1, k_max // 4)
+    return lo, max(lo + 1, 3 * k_max // 4)
 
 
-def finalists(candidates: Sequence[dict], mode: str) -> list[dict]:
-    """The configurations worth running for real in `mode`: those (that fit) predicted
-    within FINALIST_MARGIN of the best, best first, at most MAX_FINALISTS of them from at
-    most MAX_FINALIST_PAIRS format pairs. One finalist (or none) means the prediction
-    leaves no doubt."""
-    ranked = sorted((c for c in candidates if c["mode"] == mode and c["fits"]),
-                    key=lambda c: c["speculative_tok_s"], reverse=True)
-    if not ranked:
-        return []
-    top = ranked[0]["speculative_tok_s"]
-    out, pairs = [], []
-    for c in ranked:
-        pair = (c["main_format"], c["draft_format"])
-        if c["speculative_tok_s"] < (1 - FINALIST_MARGIN) * top or len(out) == MAX_FINALISTS:
-            break
-        if pair not in pairs:
-            if len(pairs) == MAX_FINALIST_PAIRS:
-                continue
-            pairs.append(pair)
-        out.append(c)
-    return out if len(out) > 1 else []
+def pipeline_overhead(pair: tuple, folders: dict, prompts: Sequence[str], max_new_tokens: int,
+                      threads: Optional[int], ks: Sequence[int], predicted_step_s: Callable[[int], float],
+                      stop: Optional[threading.Event] = None) -> dict:
+    """What a real speculative pipeline adds to each step beyond the model's K draft
+    steps and one verify step, as a + b·K seconds.
 
+    The arena's own pipeline (these threads, greedy) runs the (main, draft) `pair` on the
+    calibration prompts at each K of `ks`; the time after the first token over the steps
+    after it (one streamed chunk per step), less `predicted_step_s(K)`, is the overhead at
+    that K, and a line through the two gives a (per step: scheduling, sampling, the
+    verify's bookkeeping) and b (per guess: the draft's own scheduler step).
 
-def check_finalists(candidates: Sequence[dict], folders: dict, prompts: Sequence[str], max_new_tokens: int,
-                    budget: int, report: Report = lambda m: None,
-                    stop: Optional[threading.Event] = None) -> list[dict]:
-    """Speculative tok/s of each candidate, measured in the arena's own speculative
-    pipeline (all cores, greedy, its K) on the calibration prompts: generated tokens over
-    wall time, summed over the prompts. Each format pair is loaded once for all its Ks.
-
-    Where the pairs' pipelines fit in memory together, prompts go round all the
-    candidates in turn, so a minute of other work on a shared box slows every candidate,
-    not one; otherwise each pair is loaded, measured and freed before the next."""
-    import gc
-
-    from .metrics import side_stats
+    The raw model leaves all that out; on one AMD EPYC it was 11 ms a step at K=1 and
+    13 ms at K=4 (20 % of a K=1 step), so the model preferred small K and fast-stepping
+    formats, and chose K=1 at 0.77× the best."""
     from .pipelines import PairKey, build_side
     from .settings import GenerationSettings, PipelineOptions
     from .streaming import SPECULATIVE
 
-    def check_stop():
-        if stop is not None and stop.is_set():
-            raise DemoError("Calibration was stopped; nothing was saved.")
-
-    def pair_of(c: dict) -> tuple:
-        return c["main_format"], c["draft_format"]
-
-    def load(pair: tuple):
-        check_stop()
-        report(f"checking the finalists in a real pipeline: main {pair[0]}, draft {pair[1]}")
-        key = PairKey(str(folders[("main", pair[0])]), str(folders[("draft", pair[1])]), "draft", PipelineOptions())
-        return build_side(key, SPECULATIVE, lambda m: None)
-
-    def measure(runner, c: dict, text: str) -> tuple[int, float]:
-        check_stop()
-        run = runner.run(text, GenerationSettings(max_new_tokens=max_new_tokens, assistant_tokens=c["k"]),
-                         lambda chunk: True)
-        if run.error:
-            raise DemoError(f"A speculative pipeline on main {c['main_format']}, draft {c['draft_format']} failed "
-                            f"while calibrating ({run.error}); check the prepared models.")
-        st = side_stats(run.chunks, run.start, run.end)
-        return st.tokens, st.elapsed_s
-
-    pairs = list(dict.fromkeys(pair_of(c) for c in candidates))
-    memory = {pair_of(c): c["memory_bytes"] for c in candidates}
-    totals = [[0, 0.0] for _ in candidates]  # tokens, seconds
-    loaded: dict = {}  # format pair -> its speculative runner
+    key = PairKey(str(folders[("main", pair[0])]), str(folders[("draft", pair[1])]), "draft",
+                  PipelineOptions(threads=threads))
+    runner = build_side(key, SPECULATIVE, lambda m: None)
+    measured = {}
     try:
-        if sum(memory.values()) <= budget:
-            loaded = {pair: load(pair) for pair in pairs}
-            samples = [(i, text) for text in prompts for i in range(len(candidates))]
-        else:
-            samples = [(i, text) for pair in pairs for i, c in enumerate(candidates) if pair_of(c) == pair
-                       for text in prompts]
-        for i, text in samples:
-            pair = pair_of(candidates[i])
-            if pair not in loaded:  # one pair at a time: free the previous one first
-                loaded.clear()
-                gc.collect()
-                loaded[pair] = load(pair)
-            tokens, seconds = measure(loaded[pair], candidates[i], text)
-            totals[i][0] += tokens
-            totals[i][1] += seconds
+        for k in ks:
+            seconds, steps = 0.0, 0
+            for text in prompts:
+                if stop is not None and stop.is_set():
+                    raise DemoError("Calibration was stopped; nothing was saved.")
+                run = runner.run(text, GenerationSettings(max_new_tokens=max_new_tokens, assistant_tokens=k),
+                                 lambda chunk: True)
+                if run.error or len(run.chunks) < 2:
+                    raise DemoError(f"The speculative pipeline on main {pair[0]}, draft {pair[1]} failed while "
+                                    f"calibrating ({run.error or 'no steps'}); check the prepared models.")
+                seconds += run.chunks[-1].t - run.chunks[0].t
+                steps += len(run.chunks) - 1
+            measured[k] = seconds / steps
     finally:
-        loaded.clear()
+        del runner
+        import gc
+
         gc.collect()
-    return [{"candidate": c, "measured_tok_s": t / s} for c, (t, s) in zip(candidates, totals)]
+    (k0, k1) = ks
+    extra = {k: measured[k] - predicted_step_s(k) for k in ks}
+    per_guess = (extra[k1] - extra[k0]) / (k1 - k0)
+    return {"main_format": pair[0], "draft_format": pair[1],
+            "measured_step_s": {str(k): v for k, v in measured.items()},
+            "predicted_step_s": {str(k): predicted_step_s(k) for k in ks},
+            "per_step_s": extra[k0] - per_guess * k0, "per_guess_s": per_guess}
 
 
 def prompt_ids(folder: Path, prompts: Sequence[str]) -> tuple[list[list[int]], int]:
@@ -553,32 +519,45 @@ def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMA
             model.close()
     check_stop()
 
-    candidates = []
-    for mf, m in mains.items():
-        if m["dominated"]:
-            continue
-        for df, d in drafts.items():
-            for mode in threads:
+    def candidates_for(mode: str, overhead: float) -> list[dict]:
+        out = []
+        for mf, m in mains.items():
+            if m["dominated"]:
+                continue
+            for df, d in drafts.items():
                 # A race holds both pipelines, each compiling the main model; fair mode needs
                 # one at a time when both do not fit (Arena.loads_in_turn): main + draft.
                 need = (2 if mode == "race" else 1) * m["memory_bytes"] + d["memory_bytes"]
                 for k in range(1, k_max + 1):
-                    p = predict(m["verify_s"][mode], d["step_s"][mode], runs[(mf, df)], k)
-                    candidates.append({"main_format": mf, "draft_format": df, "mode": mode, **p,
-                                       "memory_bytes": need, "fits": need <= budget})
-    choice = {}
-    for mode in threads:
-        fitting = [c for c in candidates if c["mode"] == mode and c["fits"]]
+                    p = predict(m["verify_s"][mode], d["step_s"][mode], runs[(mf, df)], k, overhead)
+                    out.append({"main_format": mf, "draft_format": df, "mode": mode, **p,
+                                "memory_bytes": need, "fits": need <= budget})
+        return out
+
+    def best(pool: list[dict]) -> dict:
+        fitting = [c for c in pool if c["fits"]]
         if not fitting:
             raise DemoError(f"No format pair of {preset.name!r} fits in {gb(budget)} of memory; "
                             "free memory or choose a smaller preset.")
-        choice[mode] = max(fitting, key=lambda c: c["speculative_tok_s"])
-    # Fair mode's prediction can rank close format pairs wrongly (the model misses what a
-    # real pipeline adds per step, and that differs by format): run the finalists for real.
-    checked = check_finalists(finalists(candidates, "fair"), folders, texts, max_new_tokens, budget, report, stop)
-    if checked:
-        best = max(checked, key=lambda c: c["measured_tok_s"])
-        choice["fair"] = {**best["candidate"], "measured_tok_s": best["measured_tok_s"]}
+        return max(fitting, key=lambda c: c["speculative_tok_s"])
+
+    # Per mode: the model's best configuration runs in a real pipeline, which gives the
+    # overhead per step the model lacks; every configuration is then predicted with it.
+    candidates, choice, overheads = [], {}, {}
+    ks = overhead_ks(k_max)
+    for mode, n in threads.items():
+        first = best(candidates_for(mode, (0.0, 0.0)))
+        pair = (first["main_format"], first["draft_format"])
+        check_stop()
+        report(f"timing a real speculative pipeline ({mode} threads): main {pair[0]}, draft {pair[1]}, "
+               f"K={ks[0]} and {ks[1]}")
+        m, d = mains[pair[0]], drafts[pair[1]]
+        overheads[mode] = pipeline_overhead(
+            pair, folders, texts if mode == "fair" else texts[:1], max_new_tokens, n, ks,
+            lambda k: predict(m["verify_s"][mode], d["step_s"][mode], runs[pair], k)["step_s"], stop)
+        pool = candidates_for(mode, (overheads[mode]["per_step_s"], overheads[mode]["per_guess_s"]))
+        candidates += pool
+        choice[mode] = best(pool)
     alone = max((c for c in candidates if c["mode"] == "fair" and c["fits"]), key=lambda c: c["baseline_tok_s"])
     fp = fingerprint(preset, store)
     result = {
@@ -601,9 +580,10 @@ def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMA
         "draft": drafts,
         # Per pair "main/draft": how far the draft guesses right in a row from each answer token.
         "agreement_runs": {f"{mf}/{df}": r for (mf, df), r in runs.items()},
+        # Per mode: the real pipeline's step against the model's, and the overhead per step
+        # every candidate's prediction includes.
+        "pipeline_overhead": overheads,
         "candidates": candidates,
-        # Fair mode's finalists, each measured in a real speculative pipeline.
-        "checked": {"fair": [{**c["candidate"], "measured_tok_s": c["measured_tok_s"]} for c in checked]},
         "choice": choice,
         "fastest_alone": {"main_format": alone["main_format"], "baseline_tok_s": alone["baseline_tok_s"]},
     }
@@ -642,15 +622,15 @@ def summary_lines(result: dict) -> list[str]:
         lines.append(f"  {pair:14s} draft guesses {right / max(1, tokens) * 100:.0f}% of {tokens} answer tokens right; "
                      f"tokens per step K=1..{result['k_max']}: "
                      + " ".join(f"{tokens_per_step(runs, k):.2f}" for k in range(1, result["k_max"] + 1)))
-    for mode, checked in (result.get("checked") or {}).items():
-        for c in checked:
-            lines.append(f"  {mode} finalist main {c['main_format']}, draft {c['draft_format']}, K={c['k']}: predicted "
-                         f"{c['speculative_tok_s']:.1f} tok/s, measured in a real pipeline {c['measured_tok_s']:.1f}")
+    for mode, o in (result.get("pipeline_overhead") or {}).items():
+        steps = ", ".join(f"K={k} {o['measured_step_s'][k] * 1000:.1f} ms (model {o['predicted_step_s'][k] * 1000:.1f})"
+                          for k in o["measured_step_s"])
+        lines.append(f"  {mode:4s} pipeline, main {o['main_format']}, draft {o['draft_format']}: a real step {steps}; "
+                     f"every prediction adds {o['per_step_s'] * 1000:.1f} ms + {o['per_guess_s'] * 1000:.1f} ms × K")
     for mode, c in result["choice"].items():
-        measured = f", measured {c['measured_tok_s']:.1f}" if c.get("measured_tok_s") else ""
         lines.append(f"  {mode:4s}: main {c['main_format']}, draft {c['draft_format']}, K={c['k']}: predicted "
-                     f"{c['speculative_tok_s']:.1f} tok/s{measured} vs {c['baseline_tok_s']:.1f} alone "
-                     f"({c['speculative_tok_s'] / c['baseline_tok_s']:.2f}× predicted)")
+                     f"{c['speculative_tok_s']:.1f} tok/s vs {c['baseline_tok_s']:.1f} alone "
+                     f"({c['speculative_tok_s'] / c['baseline_tok_s']:.2f}×)")
     fa = result["fastest_alone"]
     lines.append(f"  fastest main alone: {fa['main_format']} at {fa['baseline_tok_s']:.1f} tok/s (predicted)")
     return lines

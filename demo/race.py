@@ -170,8 +170,7 @@ def sequential(runners: dict, prompt: str, settings: GenerationSettings,
 
     def lane(side: str):
         runner = runners[side]
-        load = getattr(runner, "load", None)
-        return side, (lambda status: load(status)) if load else (lambda status: runner), settings
+        return side, getattr(runner, "load", lambda status: runner), settings
 
     order = sorted(SIDES, key=lambda side: not loaded(side))  # stable: baseline first if both are
     return one_by_one([lane(side) for side in order], prompt, stop, on_finished, on_status)
