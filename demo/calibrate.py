@@ -317,15 +317,16 @@ def tokens_per_step(answers_runs: Sequence[Sequence[int]], k: int) -> float:
 
 
 def predict(verify: Sequence[float], draft_step: float, answers_runs: Sequence[Sequence[int]], k: int,
-            overhead: Sequence[float] = (0.0, 0.0)) -> dict:
+            overhead: Sequence[float] = (0.0, 0.0), baseline_overhead: float = 0.0) -> dict:
     """Standard model: tok/s of the main model alone and of speculation with K guesses.
 
     `verify[M - 1]` is the cost of one main-model step of M tokens; `overhead` = (a, b):
-    what a real speculative pipeline adds to each step, a + b·K seconds (pipeline_overhead)."""
+    what a real speculative pipeline adds to each step, a + b·K seconds, and
+    `baseline_overhead` what a real baseline pipeline adds to each token (pipeline_overhead)."""
     tau = tokens_per_step(answers_runs, k)
     step = k * draft_step + verify[k] + max(0.0, overhead[0] + overhead[1] * k)
     return {"k": k, "tokens_per_step": tau, "step_s": step,
-            "speculative_tok_s": tau / step, "baseline_tok_s": 1.0 / verify[0]}
+            "speculative_tok_s": tau / step, "baseline_tok_s": 1.0 / (verify[0] + max(0.0, baseline_overhead))}
 
 
 def _dominated(fair_curve: Sequence[float], mains: dict, drafts: dict, runs: dict, k_max: int) -> bool:
@@ -354,53 +355,61 @@ def overhead_ks(k_max: int) -> tuple[int, int]:
 
 def pipeline_overhead(pair: tuple, folders: dict, prompts: Sequence[str], max_new_tokens: int,
                       threads: Optional[int], ks: Sequence[int], predicted_step_s: Callable[[int], float],
-                      stop: Optional[threading.Event] = None) -> dict:
+                      one_token_s: float, stop: Optional[threading.Event] = None) -> dict:
     """What a real speculative pipeline adds to each step beyond the model's K draft
-    steps and one verify step, as a + b·K seconds.
+    steps and one verify step, as a + b·K seconds; and what a real baseline pipeline adds
+    to each token beyond the main model's one-token step `one_token_s`.
 
-    The arena's own pipeline (these threads, greedy) runs the (main, draft) `pair` on the
-    calibration prompts at each K of `ks`; the time after the first token over the steps
-    after it (one streamed chunk per step), less `predicted_step_s(K)`, is the overhead at
-    that K, and a line through the two gives a (per step: scheduling, sampling, the
-    verify's bookkeeping) and b (per guess: the draft's own scheduler step).
+    The arena's own pipelines (these threads, greedy) run the (main, draft) `pair` on the
+    calibration prompts, the speculative one at each K of `ks`; the time after the first
+    token over the steps after it (one streamed chunk per step), less the model's step,
+    is the overhead. For the speculative side a line through the two K gives a (per step:
+    scheduling, sampling, the verify's bookkeeping) and b (per guess: the draft's own
+    scheduler step).
 
     The raw model leaves all that out; on one AMD EPYC it was 11 ms a step at K=1 and
     13 ms at K=4 (20 % of a K=1 step), so the model preferred small K and fast-stepping
     formats, and chose K=1 at 0.77× the best."""
+    import gc
+
     from .pipelines import PairKey, build_side
     from .settings import GenerationSettings, PipelineOptions
-    from .streaming import SPECULATIVE
+    from .streaming import BASELINE, SPECULATIVE
 
     key = PairKey(str(folders[("main", pair[0])]), str(folders[("draft", pair[1])]), "draft",
                   PipelineOptions(threads=threads))
-    runner = build_side(key, SPECULATIVE, lambda m: None)
-    measured = {}
-    try:
-        for k in ks:
-            seconds, steps = 0.0, 0
-            for text in prompts:
-                if stop is not None and stop.is_set():
-                    raise DemoError("Calibration was stopped; nothing was saved.")
-                run = runner.run(text, GenerationSettings(max_new_tokens=max_new_tokens, assistant_tokens=k),
-                                 lambda chunk: True)
-                if run.error or len(run.chunks) < 2:
-                    raise DemoError(f"The speculative pipeline on main {pair[0]}, draft {pair[1]} failed while "
-                                    f"calibrating ({run.error or 'no steps'}); check the prepared models.")
-                seconds += run.chunks[-1].t - run.chunks[0].t
-                steps += len(run.chunks) - 1
-            measured[k] = seconds / steps
-    finally:
-        del runner
-        import gc
 
-        gc.collect()
+    def step_s(runner, k: int) -> float:
+        seconds, steps = 0.0, 0
+        for text in prompts:
+            if stop is not None and stop.is_set():
+                raise DemoError("Calibration was stopped; nothing was saved.")
+            run = runner.run(text, GenerationSettings(max_new_tokens=max_new_tokens, assistant_tokens=k),
+                             lambda chunk: True)
+            if run.error or len(run.chunks) < 2:
+                raise DemoError(f"The {runner.side} pipeline on main {pair[0]}, draft {pair[1]} failed while "
+                                f"calibrating ({run.error or 'no steps'}); check the prepared models.")
+            seconds += run.chunks[-1].t - run.chunks[0].t
+            steps += len(run.chunks) - 1
+        return seconds / steps
+
+    measured = {}
+    for side in (BASELINE, SPECULATIVE):  # one pipeline in memory at a time
+        runner = build_side(key, side, lambda m: None)
+        try:
+            for k in (ks if side == SPECULATIVE else ks[:1]):
+                measured[(side, k)] = step_s(runner, k)
+        finally:
+            del runner
+            gc.collect()
     (k0, k1) = ks
-    extra = {k: measured[k] - predicted_step_s(k) for k in ks}
+    extra = {k: measured[(SPECULATIVE, k)] - predicted_step_s(k) for k in ks}
     per_guess = (extra[k1] - extra[k0]) / (k1 - k0)
     return {"main_format": pair[0], "draft_format": pair[1],
-            "measured_step_s": {str(k): v for k, v in measured.items()},
+            "measured_step_s": {str(k): measured[(SPECULATIVE, k)] for k in ks},
             "predicted_step_s": {str(k): predicted_step_s(k) for k in ks},
-            "per_step_s": extra[k0] - per_guess * k0, "per_guess_s": per_guess}
+            "per_step_s": extra[k0] - per_guess * k0, "per_guess_s": per_guess,
+            "baseline_step_s": measured[(BASELINE, k0)], "baseline_overhead_s": measured[(BASELINE, k0)] - one_token_s}
 
 
 def prompt_ids(folder: Path, prompts: Sequence[str]) -> tuple[list[list[int]], int]:
@@ -519,7 +528,7 @@ def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMA
             model.close()
     check_stop()
 
-    def candidates_for(mode: str, overhead: float) -> list[dict]:
+    def candidates_for(mode: str, overhead: tuple, baseline_overhead: float = 0.0) -> list[dict]:
         out = []
         for mf, m in mains.items():
             if m["dominated"]:
@@ -529,7 +538,7 @@ def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMA
                 # one at a time when both do not fit (Arena.loads_in_turn): main + draft.
                 need = (2 if mode == "race" else 1) * m["memory_bytes"] + d["memory_bytes"]
                 for k in range(1, k_max + 1):
-                    p = predict(m["verify_s"][mode], d["step_s"][mode], runs[(mf, df)], k, overhead)
+                    p = predict(m["verify_s"][mode], d["step_s"][mode], runs[(mf, df)], k, overhead, baseline_overhead)
                     out.append({"main_format": mf, "draft_format": df, "mode": mode, **p,
                                 "memory_bytes": need, "fits": need <= budget})
         return out
@@ -554,8 +563,10 @@ def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMA
         m, d = mains[pair[0]], drafts[pair[1]]
         overheads[mode] = pipeline_overhead(
             pair, folders, texts if mode == "fair" else texts[:1], max_new_tokens, n, ks,
-            lambda k: predict(m["verify_s"][mode], d["step_s"][mode], runs[pair], k)["step_s"], stop)
-        pool = candidates_for(mode, (overheads[mode]["per_step_s"], overheads[mode]["per_guess_s"]))
+            lambda k: predict(m["verify_s"][mode], d["step_s"][mode], runs[pair], k)["step_s"], m["verify_s"][mode][0],
+            stop)
+        o = overheads[mode]
+        pool = candidates_for(mode, (o["per_step_s"], o["per_guess_s"]), o["baseline_overhead_s"])
         candidates += pool
         choice[mode] = best(pool)
     alone = max((c for c in candidates if c["mode"] == "fair" and c["fits"]), key=lambda c: c["baseline_tok_s"])
@@ -626,7 +637,9 @@ def summary_lines(result: dict) -> list[str]:
         steps = ", ".join(f"K={k} {o['measured_step_s'][k] * 1000:.1f} ms (model {o['predicted_step_s'][k] * 1000:.1f})"
                           for k in o["measured_step_s"])
         lines.append(f"  {mode:4s} pipeline, main {o['main_format']}, draft {o['draft_format']}: a real step {steps}; "
-                     f"every prediction adds {o['per_step_s'] * 1000:.1f} ms + {o['per_guess_s'] * 1000:.1f} ms × K")
+                     f"every prediction adds {o['per_step_s'] * 1000:.1f} ms + {o['per_guess_s'] * 1000:.1f} ms × K; "
+                     f"main alone {o['baseline_step_s'] * 1000:.1f} ms a token, {o['baseline_overhead_s'] * 1000:+.1f} "
+                     "ms on the model's")
     for mode, c in result["choice"].items():
         lines.append(f"  {mode:4s}: main {c['main_format']}, draft {c['draft_format']}, K={c['k']}: predicted "
                      f"{c['speculative_tok_s']:.1f} tok/s vs {c['baseline_tok_s']:.1f} alone "
