@@ -3,6 +3,7 @@ only records what a real runner delivered)."""
 
 import threading
 import time
+import weakref
 
 import pytest
 
@@ -259,13 +260,14 @@ def test_fair_mode_loads_one_side_at_a_time_when_both_do_not_fit(presets, sessio
 
     budget = PipelineCache(max_pairs=1).estimate(key) - 1  # each side fits alone, the two together do not
     arena = Arena(presets, session_store, PipelineCache(budget=budget))
+    others = weakref.WeakSet(live_runners())  # other tests' module-scoped pipelines
     for run in range(2):
         alive_at_start = {}
         events = []
         for e in arena.run(request):
             events.append(e)
             if isinstance(e, StartEvent):
-                alive_at_start[e.side] = [r.side for r in live_runners()]
+                alive_at_start[e.side] = [r.side for r in live_runners() if r not in others]
         results = {e.side: e.result for e in events if isinstance(e, DoneEvent)}
         for side in (BASELINE, SPECULATIVE):
             assert results[side].error is None
