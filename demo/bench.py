@@ -229,7 +229,8 @@ def run_bench(
                             **config.as_dict(),
                             "rss_loaded_bytes": loaded_rss,
                             "threads_per_pipeline": threads,
-                            "how": how_it_ran("race" if mode == "race" else "fair", options, method, threads),
+                            "how": how_it_ran("race" if mode == "race" else "fair", options, method, threads,
+                                              getattr(arena, "loads_in_turn", lambda r: False)(request)),
                         })
                         report(f"{config.label()}: warm-up")
                         warm = _measure(runners, mode, chosen[0].text, settings, stop)

@@ -23,7 +23,8 @@ The raw model misses what a real pipeline adds to each step (scheduling, samplin
 KV caches), which favours small K and fast-stepping formats: so, per mode, the best
 format pair runs in the arena's own speculative pipeline at two K, the difference between
 its real and predicted steps gives an overhead of a + b·K per step, and every
-configuration is predicted again with it before choosing. Results are cached
+configuration is predicted again with it before choosing (among those within 3 % of the
+fastest, the one with the largest speedup over its own main model). Results are cached
 per machine fingerprint (CPU, ISA flags, cores, RAM, OpenVINO version, model checksums)
 and reused.
 """
@@ -347,6 +348,20 @@ def _dominated(fair_curve: Sequence[float], mains: dict, drafts: dict, runs: dic
     return bound < best
 
 
+# Configurations predicted within 3 % of the fastest are as fast as calibration can tell
+# (its predictions land 0.9–1.1× the measured): among them the one where speculation
+# does the most work wins, since showing what it buys is this demo's point. The page
+# names the fastest main-alone configuration next to it, so no visitor is misled.
+TIE_MARGIN = 0.03
+
+
+def pick_among_fastest(fitting: Sequence[dict], fastest_tok_s: float) -> dict:
+    """The configuration with the largest predicted speedup over its own main model among
+    those within TIE_MARGIN of `fastest_tok_s` (ties keep the faster one)."""
+    near = [c for c in fitting if c["speculative_tok_s"] >= (1 - TIE_MARGIN) * fastest_tok_s]
+    return max(near, key=lambda c: (c["speculative_tok_s"] / c["baseline_tok_s"], c["speculative_tok_s"]))
+
+
 def overhead_ks(k_max: int) -> tuple[int, int]:
     """The two K a real pipeline is timed at to fit its overhead (2 and 6 for K up to 8)."""
     lo = max(1, k_max // 4)
@@ -550,6 +565,10 @@ def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMA
                             "free memory or choose a smaller preset.")
         return max(fitting, key=lambda c: c["speculative_tok_s"])
 
+    def choose(pool: list[dict]) -> dict:
+        fastest = best(pool)
+        return pick_among_fastest([c for c in pool if c["fits"]], fastest["speculative_tok_s"])
+
     # Per mode: the model's best configuration runs in a real pipeline, which gives the
     # overhead per step the model lacks; every configuration is then predicted with it.
     candidates, choice, overheads = [], {}, {}
@@ -568,7 +587,7 @@ def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMA
         o = overheads[mode]
         pool = candidates_for(mode, (o["per_step_s"], o["per_guess_s"]), o["baseline_overhead_s"])
         candidates += pool
-        choice[mode] = best(pool)
+        choice[mode] = choose(pool)
     alone = max((c for c in candidates if c["mode"] == "fair" and c["fits"]), key=lambda c: c["baseline_tok_s"])
     fp = fingerprint(preset, store)
     result = {

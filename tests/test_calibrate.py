@@ -65,10 +65,30 @@ def test_tokens_per_step_match_a_real_speculative_run(result, presets, session_s
 
 
 def test_choice_is_the_fastest_fitting_candidate(result):
+    """As fast as any (within the 3 % calibration cannot tell apart), and among those the
+    largest speedup over its own main model."""
     for mode, choice in result["choice"].items():
         pool = [c for c in result["candidates"] if c["mode"] == mode and c["fits"]]
-        assert choice["speculative_tok_s"] == max(c["speculative_tok_s"] for c in pool)
+        fastest = max(c["speculative_tok_s"] for c in pool)
+        assert choice["speculative_tok_s"] >= 0.97 * fastest
+        near = [c for c in pool if c["speculative_tok_s"] >= 0.97 * fastest]
+        assert choice["speculative_tok_s"] / choice["baseline_tok_s"] == max(
+            c["speculative_tok_s"] / c["baseline_tok_s"] for c in near)
         assert 1 <= choice["k"] <= K_MAX
+
+
+def test_among_equally_fast_the_larger_speedup_wins():
+    # The design notes' AVX2 machine, measured: int8/gguf K=2 14.0 tok/s (int8 alone 14.8),
+    # f16/int8 K=5 13.8 (f16 alone 8.4), int4_sym/int8 K=2 13.6 (alone 12.4), gguf/gguf K=3
+    # 10.8 (alone 8.7). Within 3 % of 14.0 the f16 main shows speculation at its best.
+    def cand(name, spec, alone):
+        return {"name": name, "speculative_tok_s": spec, "baseline_tok_s": alone}
+
+    pool = [cand("int8/gguf", 14.0, 14.8), cand("f16/int8", 13.8, 8.4), cand("int4_sym/int8", 13.6, 12.4),
+            cand("gguf/gguf", 10.8, 8.7)]
+    assert calibrate.pick_among_fastest(pool, 14.0)["name"] == "f16/int8"
+    # 4 % slower is not a tie: the fastest keeps it.
+    assert calibrate.pick_among_fastest([cand("a", 14.0, 14.8), cand("b", 13.4, 6.0)], 14.0)["name"] == "a"
 
 
 def test_a_race_needs_two_main_models_and_fair_mode_one(result):
