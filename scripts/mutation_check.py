@@ -175,6 +175,14 @@ MUTATIONS = [
         ("tests/test_calibrate.py::test_agreement_runs_and_steps_by_hand",),
     ),
     Mutation(
+        "calibrate: the real pipeline's overhead is left out of the prediction",
+        "the model would favour small K and fast-stepping formats again (K=1 at 0.77× the best on a Zen 4)",
+        "demo/calibrate.py",
+        "    step = k * draft_step + verify[k] + max(0.0, overhead[0] + overhead[1] * k)",
+        "    step = k * draft_step + verify[k]",
+        ("tests/test_calibrate.py::test_prediction_with_overhead_by_hand",),
+    ),
+    Mutation(
         "pipelines: an evicted side is kept alive",
         "fair mode on a pair that fits one side at a time would hold both pipelines anyway",
         "demo/pipelines.py",
