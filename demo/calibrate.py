@@ -412,6 +412,9 @@ def pipeline_overhead(pair: tuple, folders: dict, prompts: Sequence[str], max_ne
     for side in (BASELINE, SPECULATIVE):  # one pipeline in memory at a time
         runner = build_side(key, side, lambda m: None)
         try:
+            # The pipeline's warm-up ran a 2-token prompt: a real prompt's first run still
+            # compiles kernels for new shapes (it read the first K 10–20 ms a step high).
+            runner.run(prompts[0], GenerationSettings(max_new_tokens=16, assistant_tokens=ks[0]), lambda chunk: True)
             for k in (ks if side == SPECULATIVE else ks[:1]):
                 measured[(side, k)] = step_s(runner, k)
         finally:
