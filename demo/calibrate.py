@@ -46,7 +46,7 @@ from .errors import DemoError, run_command
 PREFIX_TOKENS = 100
 REPEATS = 5
 # A draft step is short (20 ms) and speculation pays K of them per step: 5 samples read
-# it 35 % high once (26 against 19.5 ms), which alone made K=1 look best. 20 cost < 1 s.
+# it 35 % high once (26 against 19.5 ms), which pushed the choice towards K=1. 20 cost < 1 s.
 DRAFT_REPEATS = 20
 DEFAULT_K_MAX = 8
 DEFAULT_MAIN_FORMATS = ("gguf", "int8", "int4_sym", "f16")
@@ -382,9 +382,9 @@ def pipeline_overhead(pair: tuple, folders: dict, prompts: Sequence[str], max_ne
     scheduling, sampling, the verify's bookkeeping) and b (per guess: the draft's own
     scheduler step).
 
-    The raw model leaves all that out; on one AMD EPYC it was 11 ms a step at K=1 and
-    13 ms at K=4 (20 % of a K=1 step), so the model preferred small K and fast-stepping
-    formats, and chose K=1 at 0.77× the best."""
+    The raw model leaves all that out; on a Zen 4 EPYC it was about 20 ms a step
+    (int4_sym/gguf K=2: 99 ms real against 79 modelled), so the model preferred small K
+    and fast-stepping formats, and chose K=1 at 0.77× the best."""
     import gc
 
     from .pipelines import PairKey, build_side
@@ -553,7 +553,7 @@ def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMA
                 continue
             for df, d in drafts.items():
                 # A race holds both pipelines, each compiling the main model; fair mode needs
-                # one at a time when both do not fit (Arena.loads_in_turn): main + draft.
+                # one at a time when both do not fit (PipelineCache.in_turn): main + draft.
                 need = (2 if mode == "race" else 1) * m["memory_bytes"] + d["memory_bytes"]
                 for k in range(1, k_max + 1):
                     p = predict(m["verify_s"][mode], d["step_s"][mode], runs[(mf, df)], k, overhead, baseline_overhead)

@@ -264,7 +264,7 @@ class PipelineCache:
     """Builds baseline + speculative runners lazily and keeps as many as memory allows.
 
     An entry is a pair (both sides, as a race needs them) or one side alone (fair mode on
-    a pair that does not fit twice: each side is loaded in turn, see Arena.runners).
+    a pair that does not fit twice: each side is loaded in turn, see sequential()).
     The budget is in bytes (demo.memory.budget_bytes: the machine's or the container's
     limit, less a reserve). An entry's size is measured when it loads (resident memory
     before and after, warm-up included) and remembered; one never loaded before is
