@@ -230,7 +230,7 @@ def run_bench(
                             "rss_loaded_bytes": loaded_rss,
                             "threads_per_pipeline": threads,
                             "how": how_it_ran("race" if mode == "race" else "fair", options, method, threads,
-                                              getattr(arena, "loads_in_turn", lambda r: False)(request)),
+                                              arena.loads_in_turn(request)),
                         })
                         report(f"{config.label()}: warm-up")
                         warm = _measure(runners, mode, chosen[0].text, settings, stop)

@@ -355,9 +355,10 @@ def _dominated(fair_curve: Sequence[float], mains: dict, drafts: dict, runs: dic
 TIE_MARGIN = 0.03
 
 
-def pick_among_fastest(fitting: Sequence[dict], fastest_tok_s: float) -> dict:
+def pick_among_fastest(fitting: Sequence[dict]) -> dict:
     """The configuration with the largest predicted speedup over its own main model among
-    those within TIE_MARGIN of `fastest_tok_s` (ties keep the faster one)."""
+    those within TIE_MARGIN of the fastest (ties keep the faster one)."""
+    fastest_tok_s = max(c["speculative_tok_s"] for c in fitting)
     near = [c for c in fitting if c["speculative_tok_s"] >= (1 - TIE_MARGIN) * fastest_tok_s]
     return max(near, key=lambda c: (c["speculative_tok_s"] / c["baseline_tok_s"], c["speculative_tok_s"]))
 
@@ -561,23 +562,19 @@ def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMA
                                 "memory_bytes": need, "fits": need <= budget})
         return out
 
-    def best(pool: list[dict]) -> dict:
-        fitting = [c for c in pool if c["fits"]]
-        if not fitting:
+    def fitting(pool: list[dict]) -> list[dict]:
+        out = [c for c in pool if c["fits"]]
+        if not out:
             raise DemoError(f"No format pair of {preset.name!r} fits in {gb(budget)} of memory; "
                             "free memory or choose a smaller preset.")
-        return max(fitting, key=lambda c: c["speculative_tok_s"])
-
-    def choose(pool: list[dict]) -> dict:
-        fastest = best(pool)
-        return pick_among_fastest([c for c in pool if c["fits"]], fastest["speculative_tok_s"])
+        return out
 
     # Per mode: the model's best configuration runs in a real pipeline, which gives the
     # overhead per step the model lacks; every configuration is then predicted with it.
     candidates, choice, overheads = [], {}, {}
     ks = overhead_ks(k_max)
     for mode, n in threads.items():
-        first = best(candidates_for(mode, (0.0, 0.0)))
+        first = max(fitting(candidates_for(mode, (0.0, 0.0))), key=lambda c: c["speculative_tok_s"])
         pair = (first["main_format"], first["draft_format"])
         check_stop()
         report(f"timing a real speculative pipeline ({mode} threads): main {pair[0]}, draft {pair[1]}, "
@@ -590,7 +587,7 @@ def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMA
         o = overheads[mode]
         pool = candidates_for(mode, (o["per_step_s"], o["per_guess_s"]), o["baseline_overhead_s"])
         candidates += pool
-        choice[mode] = choose(pool)
+        choice[mode] = pick_among_fastest(fitting(pool))
     alone = max((c for c in candidates if c["mode"] == "fair" and c["fits"]), key=lambda c: c["baseline_tok_s"])
     fp = fingerprint(preset, store)
     result = {

@@ -226,6 +226,9 @@ class FakeArena:
     def default_assistant_tokens(self, name, mode="race"):
         return CALIBRATED_K  # this machine's calibrated K, which the bench must use by default
 
+    def loads_in_turn(self, request):
+        return False
+
     def runners(self, request, status=lambda m: None):
         self.loads.append((request.mode, request.settings.method))
         if request.settings.method in self.broken:

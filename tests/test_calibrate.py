@@ -8,7 +8,7 @@ import pytest
 from demo import calibrate
 from demo.errors import DemoError
 
-K_MAX = 3
+K_MAX = 4
 PROMPT = "Write a Python function that reverses a string."
 NEW_TOKENS = 32
 
@@ -86,9 +86,9 @@ def test_among_equally_fast_the_larger_speedup_wins():
 
     pool = [cand("int8/gguf", 14.0, 14.8), cand("f16/int8", 13.8, 8.4), cand("int4_sym/int8", 13.6, 12.4),
             cand("gguf/gguf", 10.8, 8.7)]
-    assert calibrate.pick_among_fastest(pool, 14.0)["name"] == "f16/int8"
+    assert calibrate.pick_among_fastest(pool)["name"] == "f16/int8"
     # 4 % slower is not a tie: the fastest keeps it.
-    assert calibrate.pick_among_fastest([cand("a", 14.0, 14.8), cand("b", 13.4, 6.0)], 14.0)["name"] == "a"
+    assert calibrate.pick_among_fastest([cand("a", 14.0, 14.8), cand("b", 13.4, 6.0)])["name"] == "a"
 
 
 def test_a_race_needs_two_main_models_and_fair_mode_one(result):
@@ -101,7 +101,7 @@ def test_a_race_needs_two_main_models_and_fair_mode_one(result):
 
 
 def test_predictions_with_the_pipeline_overhead_match_a_real_run_at_a_third_k(result, presets, session_store):
-    """The overhead is fitted from K=1 and K=2; the model with it must then predict K=3
+    """The overhead is fitted from K=1 and K=3; the model with it must then predict K=2
     (and the main model alone): pipelines the test loads itself, timed by their own streamed steps (the steady rate after the first token, which is
     what the model predicts), within 30 % on this noisy box."""
     from demo.pipelines import PipelineCache
@@ -109,10 +109,10 @@ def test_predictions_with_the_pipeline_overhead_match_a_real_run_at_a_third_k(re
     from demo.streaming import BASELINE, SPECULATIVE
 
     measured_at = result["pipeline_overhead"]["fair"]
-    assert set(measured_at["measured_step_s"]) == {str(k) for k in calibrate.overhead_ks(K_MAX)} == {"1", "2"}
+    assert set(measured_at["measured_step_s"]) == {str(k) for k in calibrate.overhead_ks(K_MAX)} == {"1", "3"}
     assert all(v > 0 for v in measured_at["measured_step_s"].values())
     other = next(c for c in result["candidates"] if c["mode"] == "fair" and c["draft_format"] == "int4_sym"
-                 and c["k"] == 3)
+                 and c["k"] == 2)
     spec = presets.get("smollm2-self-draft")
     main = session_store.prepare(spec.main, "main model", weight_format="gguf").path
     draft = session_store.prepare(spec.draft, "draft model", weight_format="int4_sym").path
