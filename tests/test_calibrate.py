@@ -101,9 +101,20 @@ def test_a_race_needs_two_main_models_and_fair_mode_one(result):
 
 
 def test_predictions_with_the_pipeline_overhead_match_a_real_run_at_a_third_k(result, presets, session_store):
-    """The overhead is fitted from K=1 and K=3; the model with it must then predict K=2
-    (and the main model alone): pipelines the test loads itself, timed by their own streamed steps (the steady rate after the first token, which is
-    what the model predicts), within 30 % on this noisy box."""
+    """Calibration's overhead measurement (real pipelines at K=1 and K=3, and the main model
+    alone) makes the model predict a real K=2 run within 25 %, and times the main model alone
+    as its pipeline runs.
+
+    The K=2 pipeline, which the test loads itself, runs three times just before and three
+    times just after `pipeline_overhead` measures (after an untimed run: a first real
+    prompt still compiles kernels), and is timed by its own streamed steps (after the first
+    token, which is what the model predicts). Both sides of the check come from the same
+    half-minute: this box drifts 20-30 % from one minute to the next, and the fixture's
+    calibration once read 1.8x a run made a minute later. (The raw model read 1.1-1.4x the
+    real rate; the mutant that drops the overhead is killed by the by-hand test, which
+    cannot drift.)"""
+    import statistics
+
     from demo.pipelines import PipelineCache
     from demo.settings import GenerationSettings, PipelineOptions
     from demo.streaming import BASELINE, SPECULATIVE
@@ -111,25 +122,41 @@ def test_predictions_with_the_pipeline_overhead_match_a_real_run_at_a_third_k(re
     measured_at = result["pipeline_overhead"]["fair"]
     assert set(measured_at["measured_step_s"]) == {str(k) for k in calibrate.overhead_ks(K_MAX)} == {"1", "3"}
     assert all(v > 0 for v in measured_at["measured_step_s"].values())
-    other = next(c for c in result["candidates"] if c["mode"] == "fair" and c["draft_format"] == "int4_sym"
-                 and c["k"] == 2)
+    verify, draft_step = result["main"]["gguf"]["verify_s"]["fair"], result["draft"]["int4_sym"]["step_s"]["fair"]
+    (runs,) = result["agreement_runs"]["gguf/int4_sym"]
     spec = presets.get("smollm2-self-draft")
-    main = session_store.prepare(spec.main, "main model", weight_format="gguf").path
-    draft = session_store.prepare(spec.draft, "draft model", weight_format="int4_sym").path
+    folders = {("main", "gguf"): session_store.prepare(spec.main, "main model", weight_format="gguf").path,
+               ("draft", "int4_sym"): session_store.prepare(spec.draft, "draft model", weight_format="int4_sym").path}
+    rates = {SPECULATIVE: [], BASELINE: []}
+
+    def steady_rates(runners, times: int) -> None:
+        for _ in range(times):
+            for side in rates:
+                run = runners[side].run(PROMPT, GenerationSettings(max_new_tokens=NEW_TOKENS, assistant_tokens=2),
+                                        lambda c: True)
+                assert run.error is None and len(run.chunks) > 2
+                rates[side].append((len(run.token_ids) - len(run.chunks[0].token_ids)) /
+                                   (run.chunks[-1].t - run.chunks[0].t))
+
     cache = PipelineCache(max_pairs=1)
     try:
-        runners = cache.get(main, draft, "draft", PipelineOptions())
-        settings = GenerationSettings(max_new_tokens=NEW_TOKENS, assistant_tokens=other["k"])
-        run, alone = (runners[side].run(PROMPT, settings, lambda c: True) for side in (SPECULATIVE, BASELINE))
+        runners = cache.get(folders[("main", "gguf")], folders[("draft", "int4_sym")], "draft", PipelineOptions())
+        for side in rates:
+            runners[side].run(PROMPT, GenerationSettings(max_new_tokens=NEW_TOKENS, assistant_tokens=2), lambda c: True)
+        steady_rates(runners, 3)
+        overhead = calibrate.pipeline_overhead(
+            ("gguf", "int4_sym"), folders, [PROMPT], NEW_TOKENS, None, (1, 3),
+            lambda k: calibrate.predict(verify, draft_step, [runs], k)["step_s"], verify[0])
+        steady_rates(runners, 3)
     finally:
         cache.clear()
-
-    def steady(run) -> float:
-        assert run.error is None and len(run.chunks) > 2
-        return (len(run.token_ids) - len(run.chunks[0].token_ids)) / (run.chunks[-1].t - run.chunks[0].t)
-
-    assert other["speculative_tok_s"] == pytest.approx(steady(run), rel=0.3), (other, steady(run))
-    assert other["baseline_tok_s"] == pytest.approx(steady(alone), rel=0.3), (other, steady(alone))
+    predicted = calibrate.predict(verify, draft_step, [runs], 2, (overhead["per_step_s"], overhead["per_guess_s"]),
+                                  overhead["baseline_overhead_s"])
+    real = {side: statistics.median(r) for side, r in rates.items()}
+    assert predicted["speculative_tok_s"] == pytest.approx(real[SPECULATIVE], rel=0.25), (predicted, overhead, rates)
+    # The baseline's own measurement (the prediction floors its overhead at zero, so it can
+    # carry the curve's minute-old one-token step instead).
+    assert 1 / overhead["baseline_step_s"] == pytest.approx(real[BASELINE], rel=0.25), (overhead, rates)
 
 
 def test_prediction_with_overhead_by_hand():
