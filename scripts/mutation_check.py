@@ -183,6 +183,14 @@ MUTATIONS = [
         ("tests/test_calibrate.py::test_prediction_with_overhead_by_hand",),
     ),
     Mutation(
+        "calibrate: the fitted overhead line is anchored at K=0 by the first K's excess alone",
+        "every step would carry the per-guess cost of the first K once more",
+        "demo/calibrate.py",
+        "    return extra0 - per_guess * k0, per_guess",
+        "    return extra0, per_guess",
+        ("tests/test_calibrate.py::test_prediction_with_overhead_by_hand",),
+    ),
+    Mutation(
         "pipelines: an evicted side is kept alive",
         "fair mode on a pair that fits one side at a time would hold both pipelines anyway",
         "demo/pipelines.py",

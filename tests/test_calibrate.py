@@ -173,6 +173,9 @@ def test_prediction_with_overhead_by_hand():
     # A fitted line that dips below zero adds nothing, never a negative cost.
     assert calibrate.predict(verify, 0.010, [runs], 1, (-0.02, 0.001))["step_s"] == pytest.approx(0.010 + 0.032)
     assert calibrate.overhead_ks(8) == (2, 6) and calibrate.overhead_ks(3) == (1, 2)
+    # Real steps took 9+1·K ms beyond a model of 20+10·K ms, at K=2 and K=6.
+    assert calibrate.fit_overhead({6: 0.080 + 0.015, 2: 0.040 + 0.011}, lambda k: 0.020 + 0.010 * k) == \
+        pytest.approx((0.009, 0.001))
 
 
 def test_result_is_cached_per_machine_and_reused(result, presets, session_store):
