@@ -21,9 +21,10 @@ and we pick the fastest configuration that fits the memory budget (a race holds 
 pipelines, each compiling the main model; fair mode can load them one at a time).
 The raw model misses what a real pipeline adds to each step (scheduling, sampling, two
 KV caches), which favours small K and fast-stepping formats: so, per mode, the best
-format pair runs in the arena's own speculative pipeline at two K, the difference between
-its real and predicted steps gives an overhead of a + b·K per step, and every
-configuration is predicted again with it before choosing (among those within 3 % of the
+format pair runs in the arena's own speculative pipeline at K=1 and two larger K, the
+difference between its real and predicted steps gives an overhead of a + b·K per step
+(through the two larger K; K=1 keeps its own, as its real step sits 20 % below that line),
+and every configuration is predicted again with it before choosing (among those within 3 % of the
 fastest, the one with the largest speedup over its own main model). Results are cached
 per machine fingerprint (CPU, ISA flags, cores, RAM, OpenVINO version, model checksums)
 and reused.
@@ -39,7 +40,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Callable, Optional, Sequence
+from typing import Callable, Mapping, Optional, Sequence
 
 from .errors import DemoError, run_command
 
@@ -65,7 +66,8 @@ DEFAULT_NEW_TOKENS = 128
 BUSY_SHARE = 0.2  # other processes' share of the cores above which a calibration warns
 # 2: acceptance per format pair from greedy answers; interleaved timing. 3: a real
 # pipeline's overhead per step in every prediction; fair mode's memory is one main model.
-CALIBRATION_VERSION = 3
+# 4: K=1 timed in the real pipeline too (version 3 extrapolated it and read it 25 % slow).
+CALIBRATION_VERSION = 4
 
 Report = Callable[[str], None]
 
@@ -322,14 +324,17 @@ def tokens_per_step(answers_runs: Sequence[Sequence[int]], k: int) -> float:
 
 
 def predict(verify: Sequence[float], draft_step: float, answers_runs: Sequence[Sequence[int]], k: int,
-            overhead: Sequence[float] = (0.0, 0.0), baseline_overhead: float = 0.0) -> dict:
+            overhead: Sequence[float] = (0.0, 0.0), baseline_overhead: float = 0.0,
+            timed_extra: Optional[Mapping[int, float]] = None) -> dict:
     """Standard model: tok/s of the main model alone and of speculation with K guesses.
 
     `verify[M - 1]` is the cost of one main-model step of M tokens; `overhead` = (a, b):
-    what a real speculative pipeline adds to each step, a + b·K seconds, and
-    `baseline_overhead` what a real baseline pipeline adds to each token (pipeline_overhead)."""
+    what a real speculative pipeline adds to each step, a + b·K seconds, except at a K of
+    `timed_extra`, where a real pipeline was timed and added that; `baseline_overhead`
+    what a real baseline pipeline adds to each token (pipeline_overhead)."""
     tau = tokens_per_step(answers_runs, k)
-    step = k * draft_step + verify[k] + max(0.0, overhead[0] + overhead[1] * k)
+    extra = timed_extra[k] if timed_extra and k in timed_extra else overhead[0] + overhead[1] * k
+    step = k * draft_step + verify[k] + max(0.0, extra)
     return {"k": k, "tokens_per_step": tau, "step_s": step,
             "speculative_tok_s": tau / step, "baseline_tok_s": 1.0 / (verify[0] + max(0.0, baseline_overhead))}
 
@@ -367,15 +372,18 @@ def pick_among_fastest(fitting: Sequence[dict]) -> dict:
     return max(near, key=lambda c: (c["speculative_tok_s"] / c["baseline_tok_s"], c["speculative_tok_s"]))
 
 
-def overhead_ks(k_max: int) -> tuple[int, int]:
-    """The two K a real pipeline is timed at to fit its overhead (2 and 6 for K up to 8)."""
+def overhead_ks(k_max: int) -> tuple[int, ...]:
+    """The K a real pipeline is timed at: 1, and the two its overhead line goes through
+    (1, 2, 6 for K up to 8). K=1's own step is kept: on the Zen 4 EPYC it sat 20 % below the
+    line through 2 and 6, which fits K=2..6 within 1 % (scripts/step_by_k.py)."""
     lo = max(1, k_max // 4)
-    return lo, max(lo + 1, 3 * k_max // 4)
+    return tuple(sorted({1, lo, max(lo + 1, 3 * k_max // 4)}))
 
 
 def fit_overhead(measured_step_s: dict, predicted_step_s: Callable[[int], float]) -> tuple[float, float]:
-    """(a, b): the line a + b·K through what real steps took beyond the model's step at two K."""
-    (k0, m0), (k1, m1) = sorted(measured_step_s.items())
+    """(a, b): the line a + b·K through what real steps took beyond the model's step at the
+    two largest K measured."""
+    (k0, m0), (k1, m1) = sorted(measured_step_s.items())[-2:]
     extra0, extra1 = m0 - predicted_step_s(k0), m1 - predicted_step_s(k1)
     per_guess = (extra1 - extra0) / (k1 - k0)
     return extra0 - per_guess * k0, per_guess
@@ -391,9 +399,9 @@ def pipeline_overhead(pair: tuple, folders: dict, prompts: Sequence[str], max_ne
     The arena's own pipelines (these threads, greedy) run the (main, draft) `pair` on the
     calibration prompts, the speculative one at each K of `ks`; the time after the first
     token over the steps after it (one streamed chunk per step), less the model's step,
-    is the overhead. For the speculative side a line through the two K gives a (per step:
-    scheduling, sampling, the verify's bookkeeping) and b (per guess: the draft's own
-    scheduler step).
+    is the overhead (`extra_s`, per K). For the speculative side a line through the two
+    largest K gives a (per step: scheduling, sampling, the verify's bookkeeping) and b (per
+    guess: the draft's own scheduler step) for the K not timed.
 
     The raw model leaves all that out; on a Zen 4 EPYC it was about 20 ms a step
     (int4_sym/gguf K=2: 99 ms real against 79 modelled), so the model preferred small K
@@ -446,6 +454,7 @@ def pipeline_overhead(pair: tuple, folders: dict, prompts: Sequence[str], max_ne
     return {"main_format": pair[0], "draft_format": pair[1],
             "measured_step_s": {str(k): measured[(SPECULATIVE, k)] for k in ks},
             "predicted_step_s": {str(k): predicted_step_s(k) for k in ks},
+            "extra_s": {str(k): measured[(SPECULATIVE, k)] - predicted_step_s(k) for k in ks},
             "per_step_s": per_step, "per_guess_s": per_guess,
             "baseline_step_s": measured[(BASELINE, k0)], "baseline_overhead_s": measured[(BASELINE, k0)] - one_token_s}
 
@@ -566,7 +575,8 @@ def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMA
             model.close()
     check_stop()
 
-    def candidates_for(mode: str, overhead: tuple, baseline_overhead: float = 0.0) -> list[dict]:
+    def candidates_for(mode: str, overhead: tuple, baseline_overhead: float = 0.0,
+                       timed_extra: Optional[dict] = None) -> list[dict]:
         out = []
         for mf, m in mains.items():
             if m["dominated"]:
@@ -576,7 +586,8 @@ def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMA
                 # one at a time when both do not fit (PipelineCache.in_turn): main + draft.
                 need = (2 if mode == "race" else 1) * m["memory_bytes"] + d["memory_bytes"]
                 for k in range(1, k_max + 1):
-                    p = predict(m["verify_s"][mode], d["step_s"][mode], runs[(mf, df)], k, overhead, baseline_overhead)
+                    p = predict(m["verify_s"][mode], d["step_s"][mode], runs[(mf, df)], k, overhead, baseline_overhead,
+                                timed_extra)
                     out.append({"main_format": mf, "draft_format": df, "mode": mode, **p,
                                 "memory_bytes": need, "fits": need <= budget})
         return out
@@ -597,14 +608,15 @@ def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMA
         pair = (first["main_format"], first["draft_format"])
         check_stop()
         report(f"timing a real speculative pipeline ({mode} threads): main {pair[0]}, draft {pair[1]}, "
-               f"K={ks[0]} and {ks[1]}")
+               f"K={', '.join(map(str, ks))}")
         m, d = mains[pair[0]], drafts[pair[1]]
         overheads[mode] = pipeline_overhead(
             pair, folders, texts if mode == "fair" else texts[:1], max_new_tokens, n, ks,
             lambda k: predict(m["verify_s"][mode], d["step_s"][mode], runs[pair], k)["step_s"], m["verify_s"][mode][0],
             stop)
         o = overheads[mode]
-        pool = candidates_for(mode, (o["per_step_s"], o["per_guess_s"]), o["baseline_overhead_s"])
+        pool = candidates_for(mode, (o["per_step_s"], o["per_guess_s"]), o["baseline_overhead_s"],
+                              {int(k): v for k, v in o["extra_s"].items()})
         candidates += pool
         choice[mode] = pick_among_fastest(fitting(pool))
     alone = max((c for c in candidates if c["mode"] == "fair" and c["fits"]), key=lambda c: c["baseline_tok_s"])
@@ -675,7 +687,7 @@ def summary_lines(result: dict) -> list[str]:
         steps = ", ".join(f"K={k} {o['measured_step_s'][k] * 1000:.1f} ms (model {o['predicted_step_s'][k] * 1000:.1f})"
                           for k in o["measured_step_s"])
         lines.append(f"  {mode:4s} pipeline, main {o['main_format']}, draft {o['draft_format']}: a real step {steps}; "
-                     f"every prediction adds {o['per_step_s'] * 1000:.1f} ms + {o['per_guess_s'] * 1000:.1f} ms × K; "
+                     f"the other K add {o['per_step_s'] * 1000:.1f} ms + {o['per_guess_s'] * 1000:.1f} ms × K; "
                      f"main alone {o['baseline_step_s'] * 1000:.1f} ms a token, {o['baseline_overhead_s'] * 1000:+.1f} "
                      "ms on the model's")
     for mode, c in result["choice"].items():

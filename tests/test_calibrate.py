@@ -110,9 +110,10 @@ def test_predictions_with_the_pipeline_overhead_match_real_runs(result, presets,
     timed by their own streamed steps (after the first token, which is what the model
     predicts), so both sides of the check come from the same half-minute: this box drifts
     20-30 % from one minute to the next, and the fixture's calibration once read 1.8x a run
-    made a minute later. K=2 gets more room because real steps are not linear in K: on the
-    Zen 4 box they took 21, 38 and 49 ms at K=1, 2 and 3, 10-25 % above the line through K=1
-    and 3. (The mutant that drops the overhead is killed by the by-hand test, which cannot
+    made a minute later. K=2 gets more room because K=1's real step sits below the line
+    through the larger K (here 21, 38 and 49 ms at K=1, 2 and 3: K=2 10-25 % above the line
+    through 1 and 3), which is why a full calibration times K=1 apart and draws its line
+    through K=2 and 6. (The mutant that drops the overhead is killed by the by-hand test, which cannot
     drift.)"""
     import statistics
 
@@ -174,10 +175,17 @@ def test_prediction_with_overhead_by_hand():
     assert loss(1) < loss(3)
     # A fitted line that dips below zero adds nothing, never a negative cost.
     assert calibrate.predict(verify, 0.010, [runs], 1, (-0.02, 0.001))["step_s"] == pytest.approx(0.010 + 0.032)
-    assert calibrate.overhead_ks(8) == (2, 6) and calibrate.overhead_ks(3) == (1, 2)
-    # Real steps took 9+1·K ms beyond a model of 20+10·K ms, at K=2 and K=6.
-    assert calibrate.fit_overhead({6: 0.080 + 0.015, 2: 0.040 + 0.011}, lambda k: 0.020 + 0.010 * k) == \
-        pytest.approx((0.009, 0.001))
+    assert calibrate.overhead_ks(8) == (1, 2, 6) and calibrate.overhead_ks(3) == (1, 2)
+    # Real steps took 9+1·K ms beyond a model of 20+10·K ms at K=2 and K=6; K=1 (2 ms, off
+    # the line) does not bend it.
+    assert calibrate.fit_overhead({6: 0.080 + 0.015, 1: 0.030 + 0.002, 2: 0.040 + 0.011},
+                                  lambda k: 0.020 + 0.010 * k) == pytest.approx((0.009, 0.001))
+    # A K a real pipeline was timed at keeps what it measured; the others follow the line.
+    timed = {1: 0.002}
+    assert calibrate.predict(verify, 0.010, [runs], 1, (0.009, 0.001), timed_extra=timed)["step_s"] == \
+        pytest.approx(0.010 + 0.032 + 0.002)
+    assert calibrate.predict(verify, 0.010, [runs], 3, (0.009, 0.001), timed_extra=timed)["step_s"] == \
+        pytest.approx(3 * 0.010 + 0.036 + 0.009 + 3 * 0.001)
 
 
 def test_result_is_cached_per_machine_and_reused(result, presets, session_store):
