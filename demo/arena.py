@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator, Optional, Union
 
+from . import placement
 from .admission import Admission, Cancelled
 from .errors import DemoError
 from .explain import Explanation, explain
@@ -85,7 +86,8 @@ def threads_for(request: RaceRequest) -> Optional[int]:
     if request.mode != "race":
         return None  # fair mode: each pipeline alone with the whole machine
     if request.race_threads is None:
-        return race_threads()
+        # The cores are split among the sides that compute on the CPU (a GPU or NPU side takes none).
+        return placement.split_threads(cpu_cores(), request.options, request.settings.method)
     return request.race_threads or None
 
 
@@ -98,16 +100,23 @@ def how_it_ran(mode: Mode, options: PipelineOptions, method: str, threads: Optio
     else:
         devices += ", prompt lookup (no draft)"
     precision = "exact mode (f32)" if options.exact else "default precision"
-    if mode == "race" and threads is None:
+    scheduler = ("stateful pipelines on both sides (no scheduler, no prefix cache)" if placement.stateful(options, method)
+                 else placement.scheduler_settings(options).describe())
+    extra = "".join(f"; {note}" for note in placement.notes(options, method))
+    lanes = placement.cpu_lanes(options, method)
+    if mode == "race" and lanes == 0:
+        split = "both pipelines at once, neither on the CPU"
+    elif mode == "race" and threads is None:
         split = f"both pipelines at once, each with OpenVINO's default threads on all {cores} cores"
     elif mode == "race":
-        split = (f"both pipelines at once, {threads} thread{'s' if threads != 1 else ''} each "
+        split = (f"both pipelines at once, {threads} thread{'s' if threads != 1 else ''} "
+                 f"{'each ' if lanes > 1 else 'for the one side on the CPU, '}"
                  f"of {cores} core{'s' if cores != 1 else ''}, CPU pinning off")
     else:
         split = f"fair mode: each pipeline alone with all {cores} cores, then replayed side by side"
         if in_turn:
             split += " (loaded one at a time: both do not fit in memory together)"
-    return f"{split}; {devices}; {precision}"
+    return f"{split}; {devices}; {precision}; {scheduler}{extra}"
 
 
 class Arena:
@@ -232,6 +241,7 @@ class Arena:
         sequentially. Closing the iterator at any point stops the work without waiting."""
         prompt = validate_prompt(request.prompt)
         settings = request.settings.validated()
+        placement.check_options(request.options, settings)
         stop = stop or threading.Event()
         what = "a fair measurement" if request.mode == "fair" else "a race"
 

@@ -16,9 +16,10 @@ import threading
 from pathlib import Path
 from typing import Optional
 
+from . import placement
 from .errors import DemoError, run_command
 from .race import ChunkEvent, DoneEvent, race, sequential
-from .settings import GenerationSettings, PipelineOptions, race_threads
+from .settings import GenerationSettings, PipelineOptions, cpu_cores
 from .streaming import BASELINE, SPECULATIVE
 
 
@@ -88,9 +89,12 @@ def _run(args) -> int:
         confidence_threshold=threshold,
         sampling=args.sample, temperature=args.temperature, top_p=args.top_p,
     ).validated()
-    options = PipelineOptions(args.device, args.draft_device, exact=args.exact,
-                              threads=race_threads() if args.mode == "race" else None,
-                              cache_size_gb=args.cache_size)
+    options = PipelineOptions(args.device, args.draft_device, exact=args.exact, cache_size_gb=args.cache_size)
+    placement.check_options(options, settings)
+    if args.mode == "race":
+        options = options.with_threads(placement.split_threads(cpu_cores(), options, settings.method))
+    for note in placement.notes(options, settings.method):
+        print(f"[{note}]", file=sys.stderr)
     print("[loading and warming up both pipelines]", file=sys.stderr)
     cache = PipelineCache()
     load = cache.get if args.mode == "race" else cache.sequential  # fair: one side at a time if both do not fit

@@ -13,18 +13,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
+from . import placement
 from .errors import DemoError
 from .settings import MAX_PROMPT_TOKENS, GenerationSettings, PipelineOptions
 from .streaming import BASELINE, SIDES, SPECULATIVE, Chunk, IncrementalDetokenizer
-
-# Greedy outputs of the baseline and speculative pipelines match exactly only with all
-# three (models.md): the multi-token verify step otherwise runs in bf16 with other kernels
-# and near-ties flip. Any subset was not enough.
-EXACT_PROPERTIES = {
-    "INFERENCE_PRECISION_HINT": "f32",
-    "KV_CACHE_PRECISION": "f32",
-    "DYNAMIC_QUANTIZATION_GROUP_SIZE": "0",
-}
 
 OnChunk = Callable[[Chunk], bool]  # return False to stop generating
 
@@ -75,17 +67,6 @@ class RunResult:
     @property
     def text(self) -> str:
         return "".join(c.text for c in self.chunks)
-
-
-def _properties(options: PipelineOptions) -> dict:
-    props: dict = {}
-    if options.exact:
-        props.update(EXACT_PROPERTIES)
-    if options.threads is not None:
-        # One thread per pipeline, and no pinning: with pinning both pipelines' threads
-        # land on the same core (measured: 1.0 core used of 2).
-        props.update({"INFERENCE_NUM_THREADS": options.threads, "ENABLE_CPU_PINNING": False})
-    return props
 
 
 class _Streamer:
@@ -142,12 +123,17 @@ def count_tokens(tokenizer, text: str) -> int:
     return int(tokenizer.encode(text).input_ids.get_shape()[-1])
 
 
-def check_fits(side: str, n_prompt: int, settings: GenerationSettings, max_context: Optional[int]) -> None:
-    """Refuse a prompt of `n_prompt` tokens that this side's model cannot hold with the new tokens."""
+def check_fits(side: str, n_prompt: int, settings: GenerationSettings, max_context: Optional[int],
+               max_prompt: Optional[int] = None) -> None:
+    """Refuse a prompt of `n_prompt` tokens that this side's model cannot hold with the new
+    tokens, or that its device cannot take (`max_prompt`: the NPU's compiled prompt length)."""
     if n_prompt > MAX_PROMPT_TOKENS:
         raise DemoError(
             f"The prompt is {n_prompt} tokens long; this demo accepts at most {MAX_PROMPT_TOKENS}, so shorten it."
         )
+    if max_prompt is not None and n_prompt > max_prompt:
+        raise DemoError(f"The prompt is {n_prompt} tokens long and the NPU takes at most {max_prompt}; "
+                        "shorten it or choose another device.")
     # A speculative step may write K draft tokens past the last one it keeps.
     slack = (settings.assistant_tokens or 0) if side == SPECULATIVE else 0
     if max_context is not None and n_prompt + settings.max_new_tokens + slack > max_context:
@@ -161,7 +147,7 @@ class OpenVINORunner:
     """One side of the race: an LLMPipeline plus what it takes to stream it."""
 
     def __init__(self, side: str, pipe, warmup: bool = True, max_context: Optional[int] = None,
-                 method: str = "draft"):
+                 method: str = "draft", max_prompt: Optional[int] = None):
         import openvino_genai
 
         self._ov = openvino_genai
@@ -169,6 +155,7 @@ class OpenVINORunner:
         self.pipe = pipe
         self.tokenizer = pipe.get_tokenizer()
         self.max_context = max_context  # prompt + new tokens this pipeline can hold (None: unknown)
+        self.max_prompt = max_prompt    # prompt tokens its device takes (None: no limit of its own)
         self._lock = threading.Lock()  # one generate() at a time per pipeline
         if warmup:
             # The first generate() after load compiles kernels: 4–12 s to first token on the
@@ -205,13 +192,13 @@ class OpenVINORunner:
 
     def check_prompt(self, prompt: str, settings: GenerationSettings) -> None:
         """Refuse a prompt that does not fit before either side starts (run() checks again)."""
-        check_fits(self.side, self.count_tokens(self.template(prompt)), settings, self.max_context)
+        check_fits(self.side, self.count_tokens(self.template(prompt)), settings, self.max_context, self.max_prompt)
 
     def run(self, prompt: str, settings: GenerationSettings, on_chunk: OnChunk,
             on_start: Callable[[float], None] = lambda t: None) -> RunResult:
         detok = IncrementalDetokenizer(self.tokenizer.decode)
         templated = self.template(prompt)
-        check_fits(self.side, self.count_tokens(templated), settings, self.max_context)
+        check_fits(self.side, self.count_tokens(templated), settings, self.max_context, self.max_prompt)
         result = RunResult(self.side, start=0.0, end=0.0)
         streamer = _Streamer.make(self._ov, self.side, detok, result, on_chunk)
         config = self._config(settings)
@@ -398,6 +385,7 @@ class SideInTurn:
         self.cache, self.key, self.side = cache, key, side
         self.tokenizer = openvino_genai.Tokenizer(key.main)
         self.max_context = max_context(Path(key.main))
+        self.max_prompt = placement.max_prompt_tokens(key.options, key.method)
 
     def is_loaded(self) -> bool:
         return (self.key, (self.side,)) in self.cache.loaded()
@@ -407,7 +395,7 @@ class SideInTurn:
 
     def check_prompt(self, prompt: str, settings: GenerationSettings) -> None:
         check_fits(self.side, count_tokens(self.tokenizer, template(self.tokenizer, prompt)), settings,
-                   self.max_context)
+                   self.max_context, self.max_prompt)
 
 
 def kv_pool_bytes(key: PairKey) -> int:
@@ -435,31 +423,45 @@ def max_context(folder: Path) -> Optional[int]:
     return None
 
 
+def scheduler_config(options: PipelineOptions):
+    """The one SchedulerConfig every pipeline of a comparison is built with (placement.SchedulerSettings)."""
+    import openvino_genai as ov
+
+    wanted = placement.scheduler_settings(options)
+    config = ov.SchedulerConfig()
+    config.cache_size = wanted.cache_size_gb
+    config.max_num_batched_tokens = wanted.max_num_batched_tokens
+    config.dynamic_split_fuse = wanted.dynamic_split_fuse
+    config.enable_prefix_caching = wanted.enable_prefix_caching
+    return config
+
+
 def _load_pipelines(key: PairKey, sides: tuple, status: Callable[[str], None]) -> dict:
-    """The LLMPipelines of the given sides, loaded (not warmed up) with the key's options."""
+    """The LLMPipelines of the given sides, loaded (not warmed up) with the key's options:
+    every side from the same scheduler settings, each constructor with its own device's
+    properties (placement.properties_for)."""
     import openvino_genai as ov
 
     o = key.options
+    placement.check_options(o)
     check_device(o.main_device, "main")
     if key.method == "draft" and SPECULATIVE in sides:
         check_device(o.draft_device, "draft")
-    props = _properties(o)
-    scheduler = ov.SchedulerConfig()
-    scheduler.cache_size = o.cache_size_gb
+    main_props = placement.pipeline_properties(o.main_device, o, key.method)
+    if not placement.stateful(o, key.method):
+        main_props["scheduler_config"] = scheduler_config(o)
     pipes = {}
     try:
         if BASELINE in sides:
             status("loading the baseline pipeline (main model)")
-            pipes[BASELINE] = ov.LLMPipeline(key.main, o.main_device, **props)
+            pipes[BASELINE] = ov.LLMPipeline(key.main, o.main_device, **main_props)
         if SPECULATIVE in sides:
             status("loading the speculative pipeline (main + draft)")
             if key.method == "draft":
-                draft = ov.draft_model(key.draft, o.draft_device, **props)
-                pipes[SPECULATIVE] = ov.LLMPipeline(key.main, o.main_device, draft_model=draft,
-                                                    scheduler_config=scheduler, **props)
+                draft = ov.draft_model(key.draft, o.draft_device, **placement.properties_for(o.draft_device, o))
+                pipes[SPECULATIVE] = ov.LLMPipeline(key.main, o.main_device, draft_model=draft, **main_props)
             else:
-                pipes[SPECULATIVE] = ov.LLMPipeline(key.main, o.main_device, prompt_lookup=True,
-                                                    scheduler_config=scheduler, **props)
+                pipes[SPECULATIVE] = ov.LLMPipeline(key.main, o.main_device, prompt_lookup=True, **main_props)
     except RuntimeError as e:
         msg = _first_line(e)
         if "Tokenizers for draft and main models are different" in str(e):
@@ -471,12 +473,16 @@ def _load_pipelines(key: PairKey, sides: tuple, status: Callable[[str], None]) -
 def build_pair(key: PairKey, status: Callable[[str], None]) -> dict[str, OpenVINORunner]:
     pipes = _load_pipelines(key, (BASELINE, SPECULATIVE), status)
     status("warming up both pipelines")
-    limit = max_context(Path(key.main))
-    return {side: OpenVINORunner(side, pipe, max_context=limit, method=key.method) for side, pipe in pipes.items()}
+    return {side: _runner(key, side, pipe) for side, pipe in pipes.items()}
+
+
+def _runner(key: PairKey, side: str, pipe) -> OpenVINORunner:
+    return OpenVINORunner(side, pipe, max_context=max_context(Path(key.main)), method=key.method,
+                          max_prompt=placement.max_prompt_tokens(key.options, key.method))
 
 
 def build_side(key: PairKey, side: str, status: Callable[[str], None]) -> OpenVINORunner:
     """One side's pipeline alone, warmed up: a cluster replica serves one side (demo.serve)."""
     pipe = _load_pipelines(key, (side,), status)[side]
     status(f"warming up the {side} pipeline")
-    return OpenVINORunner(side, pipe, max_context=max_context(Path(key.main)), method=key.method)
+    return _runner(key, side, pipe)

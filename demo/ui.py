@@ -15,7 +15,7 @@ from typing import Optional
 
 import gradio as gr
 
-from . import render
+from . import placement, render
 from .web import checks
 from .arena import Arena, RaceRequest, StatusEvent
 from .errors import DemoError
@@ -223,6 +223,7 @@ def build_demo(arena: Arena, bench_enabled: bool = True, booth: Optional[Booth] 
                     temperature = gr.Slider(0.1, 2.0, value=0.7, step=0.05, label="Temperature")
                     top_p = gr.Slider(0.05, 1.0, value=0.9, step=0.05, label="Top-p")
                     exact = gr.Checkbox(label="Exact mode (f32: greedy outputs must match)", value=False, elem_id="exact")
+                device_note = gr.Markdown("", elem_id="device-note")
 
             components = {
                 "baseline-output": base_out, "baseline-stats": base_stats,
@@ -269,6 +270,22 @@ def build_demo(arena: Arena, bench_enabled: bool = True, booth: Optional[Booth] 
                         gr.Slider(value=arena.default_assistant_tokens(p.name)))
 
             preset.change(on_preset, preset, [examples, assistant_tokens], api_visibility="private", queue=False)
+
+            def on_devices(main, draft, chosen_method):
+                # An NPU in the pair selects OpenVINO GenAI's stateful backend: no threshold, no prompt lookup.
+                options = PipelineOptions(main_device=str(main), draft_device=str(draft))
+                npu = placement.uses_npu(options)
+                note = "; ".join(placement.notes(options, METHODS.get(chosen_method, "draft")))
+                return (gr.Radio(interactive=not npu, value="draft model" if npu else chosen_method),
+                        gr.Checkbox(interactive=not npu, value=False) if npu else gr.Checkbox(interactive=True),
+                        gr.Slider(interactive=not npu),
+                        gr.Checkbox(interactive=not npu, value=False) if npu else gr.Checkbox(interactive=True),
+                        (note[0].upper() + note[1:] + ".") if note else "")
+
+            for device in (main_device, draft_device):
+                device.change(on_devices, [main_device, draft_device, method],
+                              [method, use_threshold, threshold, exact, device_note],
+                              api_visibility="private", queue=False)
 
         booth.add_tabs(arena, RACE_HANDLERS)  # Three-way race, Recorded races, Scoreboard
         booth.install_kiosk(demo, default.examples)

@@ -216,6 +216,47 @@ MUTATIONS = [
         "    order = SIDES",
         ("tests/test_engine.py::test_fair_mode_loads_one_side_at_a_time_when_both_do_not_fit",),
     ),
+    Mutation(
+        "metrics: speedup's arguments swapped",
+        "the page shows baseline ÷ speculative as the speedup",
+        "demo/metrics.py",
+        "    return speculative.tokens_per_s / baseline.tokens_per_s",
+        "    return baseline.tokens_per_s / speculative.tokens_per_s",
+        ("tests/test_fairness.py::test_the_page_shows_the_engines_own_numbers",),
+    ),
+    Mutation(
+        "pipelines: baseline without the shared scheduler",
+        "the baseline gets OpenVINO's default scheduler (prefix cache on), the speculative side does not",
+        "demo/pipelines.py",
+        "            pipes[BASELINE] = ov.LLMPipeline(key.main, o.main_device, **main_props)",
+        "            pipes[BASELINE] = ov.LLMPipeline(key.main, o.main_device,\n"
+        "                                             **{k: v for k, v in main_props.items() if k != 'scheduler_config'})",
+        ("tests/test_fairness.py::test_a_repeated_long_prompt_gets_no_free_prefill_on_either_side",),
+    ),
+    Mutation(
+        "placement: thread count dropped",
+        "racing pipelines get OpenVINO's default threads and oversubscribe the cores",
+        "demo/placement.py",
+        '        props.update({"INFERENCE_NUM_THREADS": options.threads, "ENABLE_CPU_PINNING": False})',
+        '        props.update({"ENABLE_CPU_PINNING": False})',
+        ("tests/test_fairness.py::test_a_cpu_race_splits_the_cores_and_builds_both_sides_from_equal_schedulers",),
+    ),
+    Mutation(
+        "placement: one exact-mode property dropped",
+        "exact mode no longer guarantees equal greedy outputs",
+        "demo/placement.py",
+        '    "KV_CACHE_PRECISION": "f32",\n',
+        "",
+        ("tests/test_fairness.py::test_exact_mode_reaches_both_pipelines_and_the_draft",),
+    ),
+    Mutation(
+        "placement: CPU properties sent to a GPU side",
+        "a draft on the GPU is told CPU threads and pinning",
+        "demo/placement.py",
+        '    if k == "CPU" and options.threads is not None:',
+        "    if options.threads is not None:",
+        ("tests/test_fairness.py::test_a_gpu_draft_gets_no_cpu_properties_and_the_cpu_is_split_between_the_two_mains",),
+    ),
 ]
 
 

@@ -1,0 +1,151 @@
+"""Where each model runs and what each device is told: one place, pure (no OpenVINO import),
+so the properties every constructor gets can be checked without the hardware.
+
+A comparison is fair only if both sides are built alike: the same scheduler settings
+(scheduler_settings), the same precision properties, and CPU threads split among the
+pipelines that really compute on the CPU. A side on a GPU or NPU takes no CPU share and
+gets no CPU-only property.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from .errors import DemoError
+from .settings import GenerationSettings, PipelineOptions
+from .streaming import SIDES, SPECULATIVE
+
+# Greedy outputs of the baseline and speculative pipelines match exactly only with all
+# three (models.md): the multi-token verify step otherwise runs in bf16 with other kernels
+# and near-ties flip. Any subset was not enough.
+EXACT_PROPERTIES = {
+    "INFERENCE_PRECISION_HINT": "f32",
+    "KV_CACHE_PRECISION": "f32",
+    "DYNAMIC_QUANTIZATION_GROUP_SIZE": "0",
+}
+# Which exact-mode properties each device kind accepts. The NPU computes in f16 only.
+EXACT_SUPPORT = {"CPU": tuple(EXACT_PROPERTIES), "GPU": tuple(EXACT_PROPERTIES), "NPU": ()}
+CPU_ONLY_PROPERTIES = ("INFERENCE_NUM_THREADS", "ENABLE_CPU_PINNING")
+# Any NPU in a speculative pair selects OpenVINO GenAI's stateful backend, which compiles
+# for a fixed prompt length: prompts are checked against it, K only starts the adaptation.
+NPU_MAX_PROMPT_TOKENS = 1024
+NPU_MIN_RESPONSE_TOKENS = 256
+
+
+@dataclass(frozen=True)
+class SchedulerSettings:
+    """The continuous-batching scheduler every side of a comparison is built with.
+
+    Prefix caching is off for all: with it on, a repeated prompt skips its prefill on a
+    pipeline that keeps its cache, which made a repeated 900-token prompt 19x faster to a
+    first token on the baseline only (BENCHMARKS.md). 256 batched tokens with split-fuse is
+    the library's own SchedulerConfig default."""
+
+    cache_size_gb: int
+    max_num_batched_tokens: int = 256
+    dynamic_split_fuse: bool = True
+    enable_prefix_caching: bool = False
+
+    def describe(self) -> str:
+        return (f"one scheduler for both sides ({self.cache_size_gb} GB KV cache, {self.max_num_batched_tokens} "
+                f"batched tokens, prefix caching {'on' if self.enable_prefix_caching else 'off'})")
+
+
+def scheduler_settings(options: PipelineOptions) -> SchedulerSettings:
+    return SchedulerSettings(cache_size_gb=options.cache_size_gb)
+
+
+def kind(device: str) -> str:
+    """'CPU', 'GPU' or 'NPU' for a device name such as 'GPU.1'."""
+    return device.split(".", 1)[0].split(":", 1)[0].upper()
+
+
+def uses_npu(options: PipelineOptions, method: str = "draft") -> bool:
+    return kind(options.main_device) == "NPU" or (method == "draft" and kind(options.draft_device) == "NPU")
+
+
+def devices_of(side: str, options: PipelineOptions, method: str) -> list[str]:
+    """The devices one side computes on: its main model's, and the draft's for a drafting side."""
+    out = [options.main_device]
+    if side == SPECULATIVE and method == "draft":
+        out.append(options.draft_device)
+    return out
+
+
+def cpu_lanes(options: PipelineOptions, method: str, sides: tuple = SIDES) -> int:
+    """How many of `sides` compute on the CPU at once (a speculative side's main and draft
+    take turns, so they count once)."""
+    return sum(any(kind(d) == "CPU" for d in devices_of(side, options, method)) for side in sides)
+
+
+def split_threads(cores: int, options: PipelineOptions, method: str, sides: tuple = SIDES) -> Optional[int]:
+    """Threads per CPU pipeline when `sides` run at once: the cores divided among the sides
+    that use the CPU; None when none does."""
+    lanes = cpu_lanes(options, method, sides)
+    return max(1, cores // lanes) if lanes else None
+
+
+def properties_for(device: str, options: PipelineOptions) -> dict:
+    """What one constructor (pipeline or draft) placed on `device` is given."""
+    k = kind(device)
+    props: dict = {}
+    if options.exact:
+        props.update({name: EXACT_PROPERTIES[name] for name in EXACT_SUPPORT.get(k, ())})
+    if k == "CPU" and options.threads is not None:
+        # No pinning: with pinning both pipelines' threads land on the same core (measured:
+        # 1.0 core used of 2).
+        props.update({"INFERENCE_NUM_THREADS": options.threads, "ENABLE_CPU_PINNING": False})
+    if k == "NPU":
+        props.update({"MAX_PROMPT_LEN": NPU_MAX_PROMPT_TOKENS, "MIN_RESPONSE_LEN": NPU_MIN_RESPONSE_TOKENS})
+    return props
+
+
+def stateful(options: PipelineOptions, method: str) -> bool:
+    """Whether the pair runs on OpenVINO GenAI's stateful backend (any NPU selects it for the
+    speculative side). Then the baseline is made stateful too (ATTENTION_BACKEND=SDPA, no
+    scheduler) so that neither side has a scheduler or a prefix cache the other lacks."""
+    return uses_npu(options, method)
+
+
+def pipeline_properties(device: str, options: PipelineOptions, method: str) -> dict:
+    """An LLMPipeline's properties: its device's, plus the backend that keeps both sides alike."""
+    props = properties_for(device, options)
+    if stateful(options, method) and kind(device) != "NPU":
+        props["ATTENTION_BACKEND"] = "SDPA"
+    return props
+
+
+def check_options(options: PipelineOptions, settings: Optional[GenerationSettings] = None) -> None:
+    """Refuse a device mapping that cannot give what the visitor asked for, in one sentence."""
+    method = settings.method if settings else "draft"
+    if not uses_npu(options, method):
+        return
+    if options.exact:
+        raise DemoError("Exact mode needs f32 on every device and the NPU computes in f16; turn exact mode off "
+                        "or place the main and draft models on CPU or GPU.")
+    if settings is None:
+        return
+    if settings.method == "prompt_lookup":
+        raise DemoError("Prompt lookup does not run on the NPU; choose the draft model or another main device.")
+    if settings.confidence_threshold is not None:
+        raise DemoError("With an NPU in the pair the draft cannot stop on a confidence threshold; "
+                        "set a number of assistant tokens instead.")
+
+
+def notes(options: PipelineOptions, method: str, sides: tuple = SIDES) -> list[str]:
+    """Plain sentences on what this device mapping changes, for the page and the CLI."""
+    out = []
+    if uses_npu(options, method):
+        out.append(f"NPU in the pair: OpenVINO GenAI's stateful speculative backend, where the number of "
+                   f"assistant tokens is only a starting value (it adapts), there is no confidence threshold "
+                   f"or prompt lookup, and prompts are limited to {NPU_MAX_PROMPT_TOKENS} tokens")
+    off_cpu = [side for side in sides if cpu_lanes(options, method, (side,)) == 0]
+    for side in off_cpu:
+        out.append(f"the {side} side runs on {', '.join(devices_of(side, options, method))} and takes no CPU share")
+    return out
+
+
+def max_prompt_tokens(options: PipelineOptions, method: str) -> Optional[int]:
+    return NPU_MAX_PROMPT_TOKENS if uses_npu(options, method) else None
+
