@@ -14,6 +14,7 @@ import sys
 
 from demo.arena import Arena
 from demo.errors import run_command
+from demo.quiet_log import QuietLog
 from demo.render import CSS
 from demo.ui import THEME, build_demo
 from demo.web import CSS as BOOTH_CSS, Booth
@@ -48,8 +49,11 @@ def make_demo(preset=None, models=None, cache_dir=None, allow_downloads=False, b
     return demo
 
 
-def _terminal_progress(message: str) -> None:
+def _print(message: str) -> None:
     print(f"[arena] {message}", file=sys.stderr, flush=True)
+
+
+_terminal_progress = QuietLog(_print)
 
 
 def launch(demo, host="127.0.0.1", port=7860, share=False, **kwargs):

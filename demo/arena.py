@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
 import threading
 from dataclasses import dataclass, field
@@ -16,6 +17,7 @@ from typing import Callable, Iterator, Optional, Union
 
 from . import placement
 from .admission import Admission, Cancelled
+from .safety import NativeConfig, NativeGuard, SafetyRecord, Unusable
 from .errors import DemoError
 from .explain import Explanation, explain
 from .metrics import SideStats, acceptance_rate, equality_verdict, side_stats, speedup
@@ -128,7 +130,7 @@ class Arena:
     """
 
     def __init__(self, presets: PresetFile, store: ModelStore, cache=None, admission: Optional[Admission] = None,
-                 allow_downloads: bool = False):
+                 allow_downloads: bool = False, guard: Optional[NativeGuard] = None):
         from .pipelines import PipelineCache
 
         self.presets = presets
@@ -136,6 +138,8 @@ class Arena:
         self.cache = cache or PipelineCache()
         self.admission = admission or Admission()
         self.allow_downloads = allow_downloads
+        # Proves each model × thread count in a child before this process compiles it.
+        self.guard = guard or NativeGuard(SafetyRecord(store.cache_dir))
         self._prepared: dict[tuple, PreparedPair] = {}  # (preset, main format, draft format)
         self._preset_locks: dict[str, threading.Lock] = {}
         self._locks_lock = threading.Lock()
@@ -223,9 +227,40 @@ class Arena:
         Fair mode on a pair that does not fit in memory twice gets each side in turn:
         race.sequential loads one side's pipeline, then the other's."""
         pair = self.prepare(request.preset, status, **self.formats_for(request))
-        options = request.options.with_threads(threads_for(request))
+        options = request.options.with_threads(self.threads_to_use(request, pair, status))
         load = self.cache.sequential if request.mode == "fair" else self.cache.get
         return load(pair.main, pair.draft, request.settings.method, options, status)
+
+    def native_configs(self, request: RaceRequest, pair: PreparedPair, threads: Optional[int]) -> list[NativeConfig]:
+        """The model × thread count configurations a request compiles on the CPU."""
+        o, out = request.options, []
+        if placement.kind(o.main_device) == "CPU":
+            out.append(NativeConfig(str(pair.main), "main", threads))
+        if request.settings.method == "draft" and pair.draft is not None and placement.kind(o.draft_device) == "CPU":
+            out.append(NativeConfig(str(pair.draft), "draft", threads))
+        return out
+
+    def threads_to_use(self, request: RaceRequest, pair: PreparedPair, status: Optional[Callable[[str], None]] = None,
+                       prove: bool = True) -> Optional[int]:
+        """Threads per pipeline: the even split (threads_for), unless OpenVINO crashes with it
+        on this CPU for these models; then all cores, then OpenVINO's default. With `prove`,
+        a configuration never seen here is smoke-tested in a child first (NativeGuard);
+        without, only the record is read."""
+        wanted = threads_for(request)
+        choices = [wanted] + [n for n in (cpu_cores(), None) if n != wanted]
+        reasons = []
+        for n in choices:
+            try:
+                for config in self.native_configs(request, pair, n):
+                    if prove:
+                        self.guard.check(config, status or (lambda m: None))
+                    elif self.guard.record.unusable(config):
+                        raise Unusable(self.guard.record.unusable(config))
+                return n
+            except Unusable as e:
+                reasons.append(str(e))
+        raise DemoError(f"{reasons[-1]}, and with every other thread count tried; choose another weight format "
+                        "(python -m demo.doctor shows which run on this CPU).")
 
     def loads_in_turn(self, request: RaceRequest) -> bool:
         """Whether a fair request's pipelines are loaded one side at a time (PipelineCache.in_turn)."""
@@ -346,8 +381,8 @@ class Arena:
 
     def _calibrate_once(self, request: RaceRequest, report: Callable[[str], None]) -> bool:
         """Calibrate the default preset on this machine unless a result is cached (True if
-        it calibrated now). Races wait meanwhile (it needs the whole CPU), seeing why in
-        their status line."""
+        it calibrated now). Each measuring stage takes the CPU in its own admission slot, so
+        a race waits one stage at most, seeing why in its status line."""
         from . import calibrate
 
         preset = self.presets.get(request.preset)
@@ -361,21 +396,31 @@ class Arena:
 
         # Converting weights takes minutes and needs no quiet machine: visitors race meanwhile.
         calibrate.prepare_candidates(preset, self.store, report=converting)
-        ticket = self.admission.enter("measuring this machine (once, about 2 minutes)")
-        try:
-            def step(message: str) -> None:
-                self.startup.update("preparing", f"measuring this machine once (races wait): {message}")
-                report(f"calibrating: {message}")
 
-            result = calibrate.calibrate(preset, self.store, report=step)
-            for line in calibrate.summary_lines(result):
-                report(line)
-            # `format: auto` now resolves to the calibrated choice: prepare and load anew.
-            for key in [k for k in self._prepared if k[0] == preset.name]:
-                del self._prepared[key]
-            return True
-        finally:
-            ticket.release()
+        @contextlib.contextmanager
+        def slot(what: str):
+            # One stage at a time holds the CPU: a visitor who arrives waits one stage, not all.
+            ticket = self.admission.enter(f"measuring this machine once ({what})")
+            try:
+                yield
+            finally:
+                ticket.release()
+
+        def step(message: str) -> None:
+            self.startup.update("preparing", f"measuring this machine once (races wait at most one step): {message}")
+            report(f"calibrating: {message}")
+
+        result = calibrate.calibrate(preset, self.store, report=step, slot=slot)
+        for line in calibrate.summary_lines(result):
+            report(line)
+        # `format: auto` now resolves to the calibrated choice: prepare and load anew.
+        for key in [k for k in list(self._prepared) if k[0] == preset.name]:
+            self._prepared.pop(key, None)
+        return True
+
+    def skipped_configurations(self) -> list[str]:
+        """Sentences for the configurations OpenVINO crashed on here (demo.safety), for the page."""
+        return sorted({entry["detail"] for entry in self.guard.record.all().values() if entry.get("status") == "crashes"})
 
     def default_assistant_tokens(self, preset_name: Optional[str], mode: str = "race") -> int:
         """K for a preset: this machine's calibrated choice if it has one, else models.yaml's."""
@@ -399,12 +444,25 @@ class Arena:
             speedup=speedup(b, s) if not (base.error or spec.error) else None,
             acceptance_rate=acceptance_rate(spec.ov_accepted_tokens, spec.ov_draft_tokens),
             verdict=equality_verdict(base.token_ids, spec.token_ids),
-            how=how_it_ran(request.mode, request.options, request.settings.method, threads_for(request),
-                           self.loads_in_turn(request)),
+            how=self._how(request),
             errors={side: r.error for side, r in results.items() if r.error},
             why=None if (base.error or spec.error) else explain(
                 base, spec, speedup(b, s), request.settings.assistant_tokens, self.calibration_for(request)),
         )
+
+    def _how(self, request: RaceRequest) -> str:
+        """How the race was run, in words, with the threads really used."""
+        wanted, used, pair = threads_for(request), threads_for(request), self.prepared(request)
+        if pair is not None:
+            try:
+                used = self.threads_to_use(request, pair, prove=False)
+            except DemoError:
+                pass
+        how = how_it_ran(request.mode, request.options, request.settings.method, used, self.loads_in_turn(request))
+        if used != wanted:
+            how += (f"; OpenVINO crashes on this CPU with {wanted} thread{'s' if wanted != 1 else ''} per pipeline "
+                    "for these models, so that split was skipped")
+        return how
 
     def calibration_for(self, request: RaceRequest) -> Optional[dict]:
         """What this machine's calibration (demo.calibrate) says about the request: the

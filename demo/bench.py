@@ -32,6 +32,7 @@ from typing import Callable, Iterable, Optional, Sequence
 
 from .bench_prompts import CLASSES, BenchPrompt, select
 from .errors import DemoError, run_command
+from .machine import machine_info
 from .metrics import acceptance_rate, equality_verdict, side_stats, speedup
 from .settings import GenerationSettings, PipelineOptions, cpu_cores, race_threads
 from .streaming import BASELINE, SPECULATIVE
@@ -39,8 +40,6 @@ from .streaming import BASELINE, SPECULATIVE
 MODES = ("sequential", "race")
 MODE_ALIASES = {"sequential": "sequential", "fair": "sequential", "race": "race"}
 METHOD_LABELS = {"draft": "draft", "prompt_lookup": "lookup"}
-ISA_FLAGS = ("sse4_2", "avx", "avx2", "fma", "f16c", "avx_vnni", "avx512f", "avx512bw", "avx512vl",
-             "avx512_vnni", "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16", "amx_int8")
 
 # progress(done, total, message): `done` of `total` runs (warm-ups included) are finished.
 Progress = Callable[[int, int, str], None]
@@ -408,41 +407,6 @@ def aggregate(samples: list[dict]) -> list[dict]:
 
 
 # -- machine and versions --------------------------------------------------------------------
-
-def machine_info() -> dict:
-    model, flags = None, set()
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-            for line in f:
-                key, _, value = line.partition(":")
-                key = key.strip()
-                if key == "model name" and model is None:
-                    model = value.strip()
-                elif key == "flags" and not flags:
-                    flags = set(value.split())
-                if model and flags:
-                    break
-    except OSError:
-        pass
-    memory_gb = None
-    try:
-        with open("/proc/meminfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("MemTotal:"):
-                    memory_gb = round(int(line.split()[1]) / (1 << 20), 1)
-                    break
-    except (OSError, ValueError, IndexError):
-        pass
-    return {
-        "cpu_model": model or platform.processor() or None,
-        "cores": cpu_cores(),          # usable by this process (affinity / cgroup)
-        "cpu_count": os.cpu_count(),   # all logical CPUs of the machine
-        "isa_flags": [f for f in ISA_FLAGS if f in flags],
-        "memory_gb": memory_gb,
-        "platform": platform.platform(),
-        "machine": platform.machine(),
-    }
-
 
 def versions() -> dict:
     from . import __version__

@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Callable, Mapping, Optional, Sequence
 
 from .errors import DemoError, run_command
+from .stateful import StatefulModel
 
 PREFIX_TOKENS = 100
 REPEATS = 5
@@ -74,17 +75,11 @@ Report = Callable[[str], None]
 
 # -- the machine --------------------------------------------------------------------------
 
-@functools.lru_cache(maxsize=1)
 def machine_fingerprint() -> tuple:
-    """The machine part of the fingerprint (cached: it does not change while we run)."""
-    import openvino
+    """The machine part of the fingerprint (demo.machine)."""
+    from .machine import fingerprint
 
-    from .bench import machine_info
-    from .memory import total_bytes
-
-    info = machine_info()
-    return (("cpu", info.get("cpu_model")), ("isa_flags", tuple(info.get("isa_flags") or ())),
-            ("cores", info.get("cores")), ("memory_bytes", total_bytes()), ("openvino", openvino.__version__))
+    return fingerprint()
 
 
 def model_hash(spec) -> str:
@@ -167,49 +162,6 @@ def others_busy(seconds: float = 1.0) -> Optional[float]:
         return None
     elapsed = total1 - total0
     return max(0.0, (elapsed - (idle1 - idle0) - (own1 - own0)) / elapsed) if elapsed else None
-
-
-def _rss() -> int:
-    from .memory import rss_bytes
-
-    return rss_bytes()
-
-
-class StatefulModel:
-    """One compiled stateful IR, driven directly (no pipeline): the same kernels an
-    LLMPipeline runs, with nothing else on the clock."""
-
-    def __init__(self, folder: Path, threads: Optional[int]):
-        import openvino as ov
-
-        config = {"INFERENCE_NUM_THREADS": threads, "ENABLE_CPU_PINNING": False} if threads else {}
-        before = _rss()
-        self.compiled = ov.Core().compile_model(str(folder / "openvino_model.xml"), "CPU", config)
-        self.request = self.compiled.create_infer_request()
-        self.request.reset_state()
-        self.feed([[0]], 0)  # first inference allocates the state and the single-token kernels
-        self.request.reset_state()
-        self.memory = max(0, _rss() - before)
-
-    def feed(self, ids, past: int):
-        """Run `ids` (1 × n) after `past` tokens already in the state; the logits (1 × n × vocab)."""
-        import numpy as np
-
-        ids = np.asarray(ids, dtype=np.int64)
-        n = ids.shape[1]
-        out = self.request.infer({
-            "input_ids": ids,
-            "attention_mask": np.ones((1, past + n), dtype=np.int64),
-            "position_ids": np.arange(past, past + n, dtype=np.int64)[None, :],
-            "beam_idx": np.zeros(1, dtype=np.int32),
-        })
-        return out["logits"]
-
-    def close(self) -> None:
-        import gc
-
-        del self.request, self.compiled
-        gc.collect()
 
 
 def step_costs(model: StatefulModel, ms: Sequence[int], repeats: int = REPEATS) -> list[float]:
@@ -478,26 +430,47 @@ def prepare_candidates(preset, store, main_formats: Sequence[str] = DEFAULT_MAIN
                        draft_formats: Sequence[str] = DEFAULT_DRAFT_FORMATS, report: Report = lambda m: None,
                        stop: Optional[threading.Event] = None) -> dict:
     """Prepare every candidate format (the long part of a first calibration: converting
-    weights); {("main"|"draft", format): folder}. Needs no quiet machine, so the app runs
-    it while visitors race, and takes the CPU to itself only to measure."""
+    weights), each conversion in a child process; {("main"|"draft", format): folder}. Needs
+    no quiet machine, so the app runs it while visitors race."""
+    from . import isolation
+
     folders = {}
     for role, spec, fmts in (("draft", preset.draft, draft_formats), ("main", preset.main, main_formats)):
         for fmt in fmts:
             if stop is not None and stop.is_set():
-                raise DemoError("Calibration was stopped; nothing was saved.")
-            report(f"preparing the {role} model as {fmt}")
-            folders[(role, fmt)] = store.prepare(spec, f"{role} model", lambda stage, d, t: report(stage),
-                                                 weight_format=fmt, cancel=stop).path
+                raise DemoError("Calibration was stopped; what was measured so far is kept.")
+            ready = store.ready_path(spec, fmt)
+            if ready is None:
+                report(f"preparing the {role} model as {fmt}")
+                ready = Path(isolation.run("demo.calibration_stages:prepare_format",
+                                           {"spec": spec.model_dump(), "role": f"{role} model", "format": fmt,
+                                            "cache_dir": str(store.cache_dir)},
+                                           what=f"converting the {role} model to {fmt}", on_message=report,
+                                           cancel=stop)["path"])
+            folders[(role, fmt)] = ready
     return folders
+
+
+def stages_path(store, preset_name: str, fp: dict) -> Path:
+    return store.cache_dir / "calibration" / f"{preset_name}-{_key(fp)}.stages.json"
 
 
 def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMATS,
               draft_formats: Sequence[str] = DEFAULT_DRAFT_FORMATS, k_max: int = DEFAULT_K_MAX,
               prompts: Optional[Sequence[str]] = None, max_new_tokens: int = DEFAULT_NEW_TOKENS,
               budget: Optional[int] = None, report: Report = lambda m: None,
-              stop: Optional[threading.Event] = None) -> dict:
+              stop: Optional[threading.Event] = None, slot=None,
+              stages_module: str = "demo.calibration_stages") -> dict:
+    """Measure `preset` on this machine and save the choice (see the module docstring).
+
+    Every measurement runs in a child process, one stage at a time (demo.calibration_stages):
+    `slot(what)` is entered around each stage (the app's admission point, so visitors wait
+    one stage at most), a native crash skips its configuration, and a restart resumes from
+    the stages saved."""
     from .bench_prompts import select
+    from .calibration_stages import StageRunner
     from .memory import budget_bytes, gb
+    from .safety import SafetyRecord
     from .settings import cpu_cores, race_threads
 
     if preset.draft is None:
@@ -505,83 +478,59 @@ def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMA
     started = time.time()
     budget = budget_bytes() if budget is None else budget
     threads = {"fair": None, "race": race_threads()}
-    ms = list(range(1, k_max + 2))
     texts = list(prompts) if prompts else [p.text for p in select(DEFAULT_PROMPT_CLASSES, DEFAULT_PROMPTS_PER_CLASS)]
 
     def check_stop():
         if stop is not None and stop.is_set():
-            raise DemoError("Calibration was stopped; nothing was saved.")
+            raise DemoError("Calibration was stopped; what was measured so far is kept.")
 
     folders = prepare_candidates(preset, store, main_formats, draft_formats, report, stop)
     check_stop()
     busy_before = others_busy()
+    fp = fingerprint(preset, store)
+    identity = {"version": CALIBRATION_VERSION, "fingerprint": fp, "main": list(main_formats),
+                "draft": list(draft_formats), "k_max": k_max, "texts": texts, "new": max_new_tokens,
+                "module": stages_module}
+    stages = StageRunner(stages_path(store, preset.name, fp), identity, SafetyRecord(store.cache_dir), report, stop,
+                         **({"slot": slot} if slot is not None else {}), module=stages_module)
+    if stages.resumed:
+        report(f"resuming calibration: {stages.resumed} stages were measured before a restart")
 
-    # Drafts first: each stays loaded (fair threads) to guess along every main's answers.
-    drafts, guessers = {}, {}
-    try:
-        for fmt in draft_formats:
-            folder = folders[("draft", fmt)]
-            steps, memory = {}, 0
-            for mode, n in threads.items():
-                check_stop()
-                report(f"measuring the draft model ({fmt}, {mode} threads)")
-                model = StatefulModel(folder, n)
-                steps[mode] = step_costs(model, [1], repeats=DRAFT_REPEATS)[0]
-                memory = max(memory, model.memory)
-                if mode == "fair":
-                    guessers[fmt] = model
-                else:
-                    model.close()
-            drafts[fmt] = {"step_s": steps, "memory_bytes": memory}
-
-        mains, runs = {}, {}
-        for fmt in main_formats:
-            folder = folders[("main", fmt)]
-            ids, eos = prompt_ids(folder, texts)
-            curves, memory, decode = {}, 0, []
-            for mode, n in threads.items():
-                check_stop()
-                report(f"measuring the main model ({fmt}, {mode} threads): verify cost for 1..{k_max + 1} tokens")
-                model = StatefulModel(folder, n)
-                try:
-                    curves[mode] = curve_costs(model, ms, sparse=(mode == "race"))
-                    memory = max(memory, model.memory)
-                    if mode == "fair" and _dominated(curves["fair"], mains, drafts, runs, k_max):
-                        # Even with the best acceptance seen so far (+10 %) and the cheapest
-                        # draft it cannot beat a format already measured: skip its answers
-                        # and its race curve (a minute on a slow f16 main).
-                        report(f"main model {fmt} cannot beat the formats measured so far: skipped")
-                        break
-                    if mode == "fair":
-                        # Acceptance belongs to the pair as prepared: each main format's own
-                        # greedy answers, guessed along by each draft format.
-                        report(f"answering {len(texts)} prompts with the main model ({fmt}) to measure acceptance")
-                        answers = []
-                        for p in ids:
-                            answer, seconds = greedy_answer(model, p, max_new_tokens, eos, stop)
-                            answers.append(answer)
-                            decode += seconds
-                            check_stop()
-                        for df, guesser in guessers.items():
-                            runs[(fmt, df)] = [agreement_runs(draft_guesses(guesser, p, a), a)
-                                               for p, a in zip(ids, answers)]
-                finally:
-                    model.close()
-            mains[fmt] = {"verify_s": curves, "memory_bytes": memory, "dominated": "race" not in curves,
-                          # Median time of one real decoding step (growing past): a check on verify_s[0].
-                          "decode_step_s": sorted(decode)[len(decode) // 2] if decode else None}
-    finally:
-        for model in guessers.values():
-            model.close()
+    drafts = {}
+    for fmt in draft_formats:
+        measured = stages.run(f"draft:{fmt}", "measure_draft",
+                              {"folder": str(folders[("draft", fmt)]), "format": fmt, "threads": threads},
+                              what=f"measuring the draft model ({fmt})")
+        if "fair" in measured["step_s"]:  # the draft's fair model also guesses along the answers
+            drafts[fmt] = measured
+        else:
+            report(f"draft model {fmt} cannot run here with OpenVINO's default threads: not a candidate")
+    if not drafts:
+        raise DemoError(f"No draft format of {preset.name!r} runs on this CPU; run python -m demo.doctor to see why.")
+    mains, runs = {}, {}
+    for fmt in main_formats:
+        check_stop()
+        measured = stages.run(f"main:{fmt}", "measure_main", {
+            "folder": str(folders[("main", fmt)]), "format": fmt, "threads": threads, "k_max": k_max,
+            "texts": texts, "max_new_tokens": max_new_tokens,
+            "drafts": {df: str(folders[("draft", df)]) for df in drafts},
+            "prior": {"mains": mains, "drafts": drafts, "runs": {f"{mf}/{df}": r for (mf, df), r in runs.items()}},
+        }, what=f"measuring the main model ({fmt})")
+        for df, r in measured["runs"].items():
+            if df in drafts:
+                runs[(fmt, df)] = r
+        mains[fmt] = {k: v for k, v in measured.items() if k != "runs"}
     check_stop()
 
     def candidates_for(mode: str, overhead: tuple, baseline_overhead: float = 0.0,
                        timed_extra: Optional[dict] = None) -> list[dict]:
         out = []
         for mf, m in mains.items():
-            if m["dominated"]:
+            if m["dominated"] or mode not in m["verify_s"]:
                 continue
             for df, d in drafts.items():
+                if mode not in d["step_s"] or (mf, df) not in runs:
+                    continue
                 # A race holds both pipelines, each compiling the main model; fair mode needs
                 # one at a time when both do not fit (PipelineCache.in_turn): main + draft.
                 need = (2 if mode == "race" else 1) * m["memory_bytes"] + d["memory_bytes"]
@@ -594,6 +543,9 @@ def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMA
 
     def fitting(pool: list[dict]) -> list[dict]:
         out = [c for c in pool if c["fits"]]
+        if not pool:
+            raise DemoError(f"No format pair of {preset.name!r} runs on this CPU in both modes; "
+                            "run python -m demo.doctor to see which configurations crash.")
         if not out:
             raise DemoError(f"No format pair of {preset.name!r} fits in {gb(budget)} of memory; "
                             "free memory or choose a smaller preset.")
@@ -610,17 +562,19 @@ def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMA
         report(f"timing a real speculative pipeline ({mode} threads): main {pair[0]}, draft {pair[1]}, "
                f"K={', '.join(map(str, ks))}")
         m, d = mains[pair[0]], drafts[pair[1]]
-        overheads[mode] = pipeline_overhead(
-            pair, folders, texts if mode == "fair" else texts[:1], max_new_tokens, n, ks,
-            lambda k: predict(m["verify_s"][mode], d["step_s"][mode], runs[pair], k)["step_s"], m["verify_s"][mode][0],
-            stop)
+        overheads[mode] = stages.run(f"overhead:{mode}", "measure_overhead", {
+            "pair": list(pair), "main_folder": str(folders[("main", pair[0])]),
+            "draft_folder": str(folders[("draft", pair[1])]), "texts": texts if mode == "fair" else texts[:1],
+            "max_new_tokens": max_new_tokens, "threads": n, "ks": list(ks),
+            "predicted_step_s": {str(k): predict(m["verify_s"][mode], d["step_s"][mode], runs[pair], k)["step_s"]
+                                 for k in ks},
+            "one_token_s": m["verify_s"][mode][0]}, what=f"timing a real speculative pipeline ({mode} threads)")
         o = overheads[mode]
         pool = candidates_for(mode, (o["per_step_s"], o["per_guess_s"]), o["baseline_overhead_s"],
                               {int(k): v for k, v in o["extra_s"].items()})
         candidates += pool
         choice[mode] = pick_among_fastest(fitting(pool))
     alone = max((c for c in candidates if c["mode"] == "fair" and c["fits"]), key=lambda c: c["baseline_tok_s"])
-    fp = fingerprint(preset, store)
     result = {
         "calibration_version": CALIBRATION_VERSION,
         "preset": preset.name,
@@ -634,7 +588,7 @@ def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMA
         "max_new_tokens": max_new_tokens,
         "prefix_tokens": PREFIX_TOKENS,
         "threads": {mode: n for mode, n in threads.items()},
-        "race_curve_measured_at": sparse_points(ms),  # the other M of race curves are interpolated
+        "race_curve_measured_at": sparse_points(range(1, k_max + 2)),  # the other M of race curves are interpolated
         "cores": cpu_cores(),
         "budget_bytes": budget,
         "main": mains,
@@ -647,12 +601,15 @@ def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMA
         "candidates": candidates,
         "choice": choice,
         "fastest_alone": {"main_format": alone["main_format"], "baseline_tok_s": alone["baseline_tok_s"]},
+        # Configurations that crashed OpenVINO on this machine, skipped (demo.safety).
+        "skipped": stages.notes,
     }
     path = cache_path(store, preset.name, fp)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(result, indent=1))
     tmp.replace(path)
+    stages.finish()
     result["path"] = str(path)
     return result
 

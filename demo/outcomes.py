@@ -30,8 +30,8 @@ class Outcome:
 
 @functools.lru_cache(maxsize=1)
 def machine() -> dict:
-    """This machine: CPU model, ISA flags, cores (demo.bench.machine_info, read once)."""
-    from .bench import machine_info
+    """This machine: CPU model, ISA flags, cores (demo.machine.machine_info, read once)."""
+    from .machine import machine_info
 
     return machine_info()
 

@@ -162,7 +162,8 @@ def from_results(results: dict, *, kind: str, mode: str, preset: str, settings, 
                  versions: Optional[dict] = None, recorded_at: Optional[str] = None) -> Recording:
     """A recording of a finished race: `results` maps lane -> RunResult (demo.pipelines):
     baseline and speculative for a race, baseline, draft and lookup for a three-way race."""
-    from .bench import machine_info, versions as library_versions
+    from .bench import versions as library_versions
+    from .machine import machine_info
 
     lanes = []
     for name in RACE_LANES if kind == "race" else THREE_WAY_LANES:

@@ -248,7 +248,8 @@ def _soak(runs: int, preset: Optional[str], max_new_tokens: int, stop_every: int
         "no_scratch_left": new_scratch == [],
         "no_failed_runs": failed == [],
     }
-    from .bench import machine_info, versions
+    from .bench import versions
+    from .machine import machine_info
 
     return {
         "soak_version": 1,

@@ -299,11 +299,13 @@ def build_demo(arena: Arena, bench_enabled: bool = True, booth: Optional[Booth] 
 
         def startup_status():
             phase, message = arena.startup.get()
+            # What OpenVINO crashed on here, and was skipped (demo.safety), stays on the page.
+            skipped = "".join(f"\n\n⚠️ {s}." for s in arena.skipped_configurations())
             if phase == "preparing":
-                return f"⏳ {message}", gr.Timer(active=True)
+                return f"⏳ {message}{skipped}", gr.Timer(active=True)
             if phase == "failed":
-                return f"⚠️ {message}", gr.Timer(active=False)
-            return "Ready. Type a prompt and press **Run**.", gr.Timer(active=False)
+                return f"⚠️ {message}{skipped}", gr.Timer(active=False)
+            return f"Ready. Type a prompt and press **Run**.{skipped}", gr.Timer(active=False)
 
         ticker.tick(startup_status, None, [status, ticker], api_visibility="private", queue=False)
         demo.load(startup_status, None, [status, ticker], api_visibility="private", queue=False)

@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from demo.bench import machine_info  # noqa: E402
+from demo.machine import machine_info  # noqa: E402
 from demo.bench_prompts import select  # noqa: E402
 from demo.errors import DemoError, run_command  # noqa: E402
 from demo.presets import PypiSource, load_presets  # noqa: E402

@@ -199,7 +199,7 @@ def main(argv=None) -> int:
     from gradio_client import Client
 
     import app
-    from demo.bench import machine_info
+    from demo.machine import machine_info
     from demo.bench_prompts import select
     from demo.serve import cluster, config as serve_config
 

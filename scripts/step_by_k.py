@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from demo.bench import machine_info  # noqa: E402
+from demo.machine import machine_info  # noqa: E402
 from demo.pipelines import PairKey, build_side  # noqa: E402
 from demo.settings import GenerationSettings, PipelineOptions  # noqa: E402
 from demo.streaming import SPECULATIVE  # noqa: E402

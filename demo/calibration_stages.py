@@ -1,0 +1,216 @@
+"""Calibration, one stage at a time, each stage in a child process (demo.isolation).
+
+A stage measures one thing (a draft format, a main format, a real pipeline's overhead in
+one mode, or converts one weight format). Run in a child, a native crash (the f16 main
+with one thread raises SIGFPE on an AMX Xeon) costs only that stage: the configuration the
+child announced last is recorded unusable for this machine (demo.safety), the stage runs
+again without it, and calibration goes on. Each finished stage is saved, so a restart
+resumes instead of measuring again; the app runs each stage in its own admission slot, so
+a visitor waits at most one stage, never the whole calibration.
+
+The functions named in STAGES run in the child: `(args, send) -> dict` with JSON args.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import threading
+from pathlib import Path
+from typing import Callable, ContextManager, Optional
+
+from . import isolation
+from .errors import DemoError
+from .safety import CRASHES, WORKS, NativeConfig, SafetyRecord
+
+NATIVE = "@native "   # a child's message announcing the configuration it is about to compile
+MAX_CRASHES_PER_STAGE = 4
+STAGE_TIMEOUT_S = 900  # a stage that hangs this long is a crash, not a slow machine
+
+
+def announce(send: Callable[[str], None], config: NativeConfig) -> None:
+    send(NATIVE + json.dumps([config.folder, config.role, config.threads]))
+
+
+# -- the child's side ------------------------------------------------------------------
+
+def measure_draft(args: dict, send) -> dict:
+    """One draft format's single-token step, in each mode's threads it can run with."""
+    from . import calibrate as c
+
+    out = {"step_s": {}, "memory_bytes": 0}
+    for mode, threads in args["threads"].items():
+        config = NativeConfig(args["folder"], "draft", threads)
+        if config.key in args["unusable"]:
+            continue
+        send(f"measuring the draft model ({args['format']}, {mode} threads)")
+        announce(send, config)
+        model = c.StatefulModel(Path(args["folder"]), threads)
+        try:
+            out["step_s"][mode] = c.step_costs(model, [1], repeats=c.DRAFT_REPEATS)[0]
+            out["memory_bytes"] = max(out["memory_bytes"], model.memory)
+        finally:
+            model.close()
+    return out
+
+
+def measure_main(args: dict, send) -> dict:
+    """One main format: its verify-cost curve per mode, its greedy answers to the prompts,
+    and how far each draft format guesses along them (agreement runs)."""
+    from . import calibrate as c
+
+    fmt, folder, k_max = args["format"], Path(args["folder"]), args["k_max"]
+    ms = list(range(1, k_max + 2))
+    prior = args["prior"]
+    prior_runs = {tuple(k.split("/")): v for k, v in prior["runs"].items()}
+    ids, eos = c.prompt_ids(folder, args["texts"])
+    curves, memory, decode, runs = {}, 0, [], {}
+    for mode, threads in args["threads"].items():
+        config = NativeConfig(str(folder), "main", threads)
+        if config.key in args["unusable"]:
+            if mode == "fair":
+                break  # no answers, no acceptance: this format cannot be chosen here
+            continue
+        send(f"measuring the main model ({fmt}, {mode} threads): verify cost for 1..{k_max + 1} tokens")
+        announce(send, config)
+        model = c.StatefulModel(folder, threads)
+        try:
+            curves[mode] = c.curve_costs(model, ms, sparse=(mode == "race"))
+            memory = max(memory, model.memory)
+            if mode == "fair" and c._dominated(curves["fair"], prior["mains"], prior["drafts"], prior_runs, k_max):
+                # Even with the best acceptance seen so far (+10 %) and the cheapest draft it
+                # cannot beat a format already measured: skip its answers and race curve.
+                send(f"main model {fmt} cannot beat the formats measured so far: skipped")
+                break
+            if mode == "fair":
+                send(f"answering {len(ids)} prompts with the main model ({fmt}) to measure acceptance")
+                answers = []
+                for p in ids:
+                    answer, seconds = c.greedy_answer(model, p, args["max_new_tokens"], eos)
+                    answers.append(answer)
+                    decode += seconds
+                for df, draft_folder in args["drafts"].items():
+                    guesser_config = NativeConfig(draft_folder, "draft", None)
+                    if guesser_config.key in args["unusable"]:
+                        continue
+                    announce(send, guesser_config)
+                    guesser = c.StatefulModel(Path(draft_folder), None)
+                    try:
+                        runs[df] = [c.agreement_runs(c.draft_guesses(guesser, p, a), a) for p, a in zip(ids, answers)]
+                    finally:
+                        guesser.close()
+        finally:
+            model.close()
+    return {"verify_s": curves, "memory_bytes": memory,
+            "dominated": "race" not in curves or "fair" not in curves or not runs,
+            # Median time of one real decoding step (growing past): a check on verify_s[0].
+            "decode_step_s": sorted(decode)[len(decode) // 2] if decode else None,
+            "runs": runs}
+
+
+def measure_overhead(args: dict, send) -> dict:
+    """What a real speculative (and baseline) pipeline adds per step, for one mode."""
+    from . import calibrate as c
+
+    folders = {("main", args["pair"][0]): args["main_folder"], ("draft", args["pair"][1]): args["draft_folder"]}
+    for folder, role in ((args["main_folder"], "main"), (args["draft_folder"], "draft")):
+        announce(send, NativeConfig(folder, role, args["threads"]))
+    predicted = {int(k): v for k, v in args["predicted_step_s"].items()}
+    return c.pipeline_overhead(tuple(args["pair"]), folders, args["texts"], args["max_new_tokens"], args["threads"],
+                               args["ks"], lambda k: predicted[k], args["one_token_s"])
+
+
+def prepare_format(args: dict, send) -> dict:
+    """Convert one model to one weight format (NNCF, f16 unpacking) in the child."""
+    from pydantic import TypeAdapter
+
+    from .presets import ModelSpec
+    from .sources import ModelStore
+
+    spec = TypeAdapter(ModelSpec).validate_python(args["spec"])
+    last: list = [None]
+
+    def progress(stage, done, total):
+        if stage != last[0]:
+            last[0] = stage
+            send(stage)
+
+    prepared = ModelStore(Path(args["cache_dir"])).prepare(spec, args["role"], progress, weight_format=args["format"])
+    return {"path": str(prepared.path)}
+
+
+# -- the parent's side -----------------------------------------------------------------
+
+class StageRunner:
+    """Runs named stages in children, saving each result in `path`; a restart with the same
+    `identity` (what was asked: formats, prompts, K) reuses them."""
+
+    def __init__(self, path: Path, identity: dict, record: SafetyRecord, report: Callable[[str], None],
+                 stop: Optional[threading.Event] = None,
+                 slot: Callable[[str], ContextManager] = lambda name: contextlib.nullcontext(),
+                 module: str = "demo.calibration_stages"):
+        self.path, self.record, self.report, self.stop, self.slot, self.module = path, record, report, stop, slot, module
+        self.identity = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
+        self.notes: list[str] = []  # the sentences of configurations skipped
+        self.done: dict = {}
+        try:
+            saved = json.loads(path.read_text())
+            if saved.get("identity") == self.identity:
+                self.done = saved["stages"]
+        except (OSError, ValueError, KeyError, AttributeError):
+            pass
+        self.resumed = len(self.done)
+
+    def unusable(self) -> list[str]:
+        return [key for key, entry in self.record.all().items() if entry.get("status") == CRASHES]
+
+    def run(self, name: str, function: str, args: dict, what: str) -> dict:
+        if name in self.done:
+            self.report(f"{what}: measured before this restart, reused")
+            return self.done[name]
+        for _ in range(MAX_CRASHES_PER_STAGE):
+            announced: list[NativeConfig] = []
+
+            def on_message(message: str) -> None:
+                if message.startswith(NATIVE):
+                    announced.append(NativeConfig(*json.loads(message[len(NATIVE):])))
+                else:
+                    self.report(message)
+
+            try:
+                with self.slot(what):
+                    result = isolation.run(f"{self.module}:{function}", {**args, "unusable": self.unusable()},
+                                           what=what, timeout_s=STAGE_TIMEOUT_S, on_message=on_message,
+                                           cancel=self.stop)
+            except isolation.NativeCrash as e:
+                if not announced:
+                    raise DemoError(f"{e} before it compiled a model; see the terminal, then restart the app.") from None
+                config = announced[-1]
+                sentence = f"OpenVINO crashed ({e.how}) running {config.describe()} on this CPU; that configuration is skipped"
+                self.record.put(config, CRASHES, sentence)
+                self.notes.append(sentence)
+                self.report(sentence)
+                continue
+            for config in announced:
+                if self.record.get(config) is None:
+                    self.record.put(config, WORKS, f"{config.describe()}: measured by calibration")
+            self.done[name] = result
+            self._save()
+            return result
+        raise DemoError(f"OpenVINO crashed {MAX_CRASHES_PER_STAGE} times {what}; run python -m demo.doctor "
+                        "to see which configurations work on this CPU.")
+
+    def _save(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({"identity": self.identity, "stages": self.done}))
+        tmp.replace(self.path)
+
+    def finish(self) -> None:
+        """The calibration is saved whole: its stages are no longer needed."""
+        try:
+            self.path.unlink()
+        except OSError:
+            pass

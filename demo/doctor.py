@@ -1,0 +1,119 @@
+"""Which weight formats and thread counts OpenVINO runs on this CPU, for one preset.
+
+    python -m demo.doctor [--preset NAME] [--formats gguf,int8,int4_sym,f16] [--threads 1,2,default]
+                          [--prepare] [--cache-dir DIR]
+
+Each format × thread count of the main and draft models is compiled and run (a 100-token
+prefill, then a few decoding steps) in a child process, so a crash in OpenVINO's native code
+(SIGFPE, SIGSEGV) or a hang is reported here instead of taking anything down. The results
+go to this machine's safety record (demo.safety), which the app and calibration read: a
+configuration that crashes is never used. Formats not prepared yet are listed as such
+unless --prepare converts them first (minutes each).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Optional
+
+from .errors import DemoError, run_command
+from .safety import CRASHES, TOO_SLOW, WORKS, NativeConfig, NativeGuard, SafetyRecord
+
+LABELS = {WORKS: "works", CRASHES: "crashes", TOO_SLOW: "too slow"}
+
+
+def thread_counts(text: str, cores: int) -> list[Optional[int]]:
+    out: list[Optional[int]] = []
+    for part in (p.strip() for p in text.split(",") if p.strip()):
+        if part == "default":
+            out.append(None)
+        elif part.isdigit() and 1 <= int(part) <= cores:
+            out.append(int(part))
+        else:
+            raise DemoError(f"Thread counts must be 1 to {cores} or 'default', separated by commas (got {part!r}).")
+    if not out:
+        raise DemoError("Give at least one thread count, e.g. --threads 1,2,default.")
+    return list(dict.fromkeys(out))
+
+
+def diagnose(preset, store, formats: list[str], threads: list[Optional[int]], prepare: bool = False,
+             report=lambda m: None, guard: Optional[NativeGuard] = None) -> list[dict]:
+    """One row per role × format × thread count: status, ms per token, the sentence."""
+    from .formats import FORMATS
+
+    guard = guard or NativeGuard(SafetyRecord(store.cache_dir))
+    rows = []
+    for role, spec in (("main", preset.main), ("draft", preset.draft)):
+        if spec is None:
+            continue
+        for fmt in formats if _has_formats(spec) else [None]:
+            if fmt is not None and fmt not in FORMATS:
+                raise DemoError(f"Unknown format {fmt!r}; choose from {', '.join(FORMATS)}.")
+            folder = store.ready_path(spec, fmt)
+            if folder is None and prepare:
+                report(f"preparing the {role} model as {fmt}")
+                folder = store.prepare(spec, f"{role} model", weight_format=fmt).path
+            for n in threads:
+                row = {"role": role, "format": fmt or "as prepared", "threads": n}
+                if folder is None:
+                    rows.append({**row, "status": "not prepared", "ms_per_token": None,
+                                 "detail": f"run with --prepare, or python -m demo.prepare --preset {preset.name}"})
+                    continue
+                config = NativeConfig(str(folder), role, n)
+                entry = guard.prove(config, report, None)  # afresh: an earlier verdict is replaced
+                rows.append({**row, "status": entry["status"], "ms_per_token": entry.get("ms_per_token"),
+                             "detail": entry["detail"]})
+    return rows
+
+
+def _has_formats(spec) -> bool:
+    from .sources import has_formats
+
+    return has_formats(spec)
+
+
+def table(rows: list[dict]) -> str:
+    lines = [f"{'model':<6} {'format':<12} {'threads':<8} {'result':<13} {'ms/token':>8}"]
+    for r in rows:
+        ms = f"{r['ms_per_token']:.0f}" if r.get("ms_per_token") else "–"
+        threads = "default" if r["threads"] is None else str(r["threads"])
+        lines.append(f"{r['role']:<6} {r['format']:<12} {threads:<8} {LABELS.get(r['status'], r['status']):<13} {ms:>8}")
+    crashed = [r["detail"] for r in rows if r["status"] == CRASHES]
+    return "\n".join(lines + [""] + crashed if crashed else lines)
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    from .settings import cpu_cores
+
+    ap = argparse.ArgumentParser(prog="python -m demo.doctor", description=__doc__.split("\n")[0])
+    ap.add_argument("--preset", help="preset name (default: models.yaml's default)")
+    ap.add_argument("--formats", default="gguf,int8,int4_sym,f16", help="weight formats to check (pypi/gguf models)")
+    ap.add_argument("--threads", default=f"1,{cpu_cores()},default" if cpu_cores() > 1 else "1,default",
+                    help="CPU thread counts to check, 'default' = OpenVINO's own")
+    ap.add_argument("--prepare", action="store_true", help="convert formats that are not prepared yet")
+    ap.add_argument("--models", type=Path)
+    ap.add_argument("--cache-dir", type=Path)
+    args = ap.parse_args(argv)
+
+    def body() -> int:
+        from .machine import machine_info
+        from .presets import load_presets
+        from .sources import ModelStore
+
+        preset = load_presets(args.models).get(args.preset)
+        store = ModelStore(args.cache_dir)
+        info = machine_info()
+        print(f"{info['cpu_model']}, {info['cores']} cores; {' '.join(info['isa_flags'])}", file=sys.stderr)
+        rows = diagnose(preset, store, [f.strip() for f in args.formats.split(",") if f.strip()],
+                        thread_counts(args.threads, cpu_cores()), args.prepare,
+                        report=lambda m: print(f"  … {m}", file=sys.stderr, flush=True))
+        print(table(rows))
+        return 1 if any(r["status"] == CRASHES for r in rows) else 0
+
+    return run_command(body)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,162 @@
+"""Native work that may take the process down runs in a child process.
+
+OpenVINO's CPU plugin can die in native code on some CPUs (an integer divide trap, SIGFPE,
+for an f16 model with one thread on an AMX Xeon): in the app's own process that kills
+every visitor's page and, at launch, crash-loops. A child runs such work instead; its death
+(signal, exit, hang past a deadline) becomes a NativeCrash with one sentence, and the parent
+goes on.
+
+    result = run("demo.smoke:smoke_test", {"folder": "...", "threads": 1},
+                 what="running the f16 main with 1 thread", timeout_s=120)
+
+The child is a fresh `python -m demo.isolation` (not a fork of a process holding pipelines
+and Gradio's threads): the target is named "module:function", its arguments and result are
+JSON, and it may send progress messages, which arrive through a pipe of their own (native
+libraries print to stdout and stderr; those go to a file, whose last line explains a
+failure).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Callable, Optional
+
+from .errors import DemoError
+
+POLL_S = 0.2
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class NativeCrash(DemoError):
+    """The child died or hung: `how` says how ("SIGFPE", "exit code 3", "no answer in 120 s")."""
+
+    def __init__(self, what: str, how: str):
+        self.what, self.how = what, how
+        super().__init__(f"OpenVINO crashed ({how}) {what} on this CPU")
+
+
+class ChildFailed(DemoError):
+    """The child's code raised: a Python failure, not a native crash (nothing is recorded)."""
+
+
+def describe_exit(code: int) -> str:
+    if code < 0:
+        try:
+            return signal.Signals(-code).name
+        except ValueError:
+            return f"signal {-code}"
+    return f"exit code {code}"
+
+
+def run(target: str, args: dict, *, what: str, timeout_s: Optional[float] = None,
+        on_message: Callable[[str], None] = lambda m: None, cancel: Optional[threading.Event] = None):
+    """Run `target(args, send)` in a child and return what it returns.
+
+    `send(message)` in the child reaches `on_message` here. Setting `cancel` kills the child
+    and raises DemoError; a child that dies or outlives `timeout_s` raises NativeCrash; one
+    whose code raises gives ChildFailed with its message.
+    """
+    read_fd, write_fd = os.pipe()
+    log = tempfile.TemporaryFile(mode="w+b")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    try:
+        child = subprocess.Popen([sys.executable, "-m", "demo.isolation", target, str(write_fd)],
+                                 stdin=subprocess.PIPE, stdout=log, stderr=log, pass_fds=(write_fd,),
+                                 start_new_session=True, env=env, cwd=str(ROOT))
+    finally:
+        os.close(write_fd)
+    try:
+        child.stdin.write(json.dumps(args).encode())
+        child.stdin.close()
+        return _collect(child, read_fd, log, what, timeout_s, on_message, cancel)
+    finally:
+        os.close(read_fd)
+        if child.poll() is None:
+            _kill(child)
+        log.close()
+
+
+def _collect(child, read_fd: int, log, what: str, timeout_s, on_message, cancel):
+    deadline = time.monotonic() + timeout_s if timeout_s else None
+    buffer = b""
+    while True:
+        ready, _, _ = select.select([read_fd], [], [], POLL_S)
+        if ready:
+            data = os.read(read_fd, 1 << 16)
+            if data:
+                buffer += data
+                *lines, buffer = buffer.split(b"\n")
+                for line in lines:
+                    kind, payload = json.loads(line)
+                    if kind == "message":
+                        on_message(payload)
+                    elif kind == "result":
+                        child.wait()
+                        return payload
+                    elif kind == "error":
+                        child.wait()
+                        raise ChildFailed(payload)
+                continue
+            # The pipe closed: the child is gone without an answer.
+            code = child.wait()
+            raise NativeCrash(what, describe_exit(code) + _last_line(log))
+        if cancel is not None and cancel.is_set():
+            _kill(child)
+            raise DemoError("Stopped; nothing of this step was kept.")
+        if deadline is not None and time.monotonic() > deadline:
+            _kill(child)
+            raise NativeCrash(what, f"no answer within {timeout_s:.0f} s")
+
+
+def _kill(child) -> None:
+    try:
+        os.killpg(child.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    child.wait()
+
+
+def _last_line(log) -> str:
+    """The child's last line of output, when it says something (a Python fatal error, say)."""
+    try:
+        log.seek(0)
+        lines = [line.strip() for line in log.read().decode(errors="replace").splitlines() if line.strip()]
+    except OSError:
+        return ""
+    return f": {lines[-1][:200]}" if lines else ""
+
+
+def _child_main(target: str, fd: int) -> None:
+    out = os.fdopen(fd, "w", buffering=1)
+
+    def send(kind: str, payload) -> None:
+        out.write(json.dumps([kind, payload]) + "\n")
+        out.flush()
+
+    args = json.loads(sys.stdin.read() or "{}")
+    module, _, name = target.partition(":")
+    try:
+        result = getattr(importlib.import_module(module), name)(args, lambda message: send("message", message))
+    except DemoError as e:
+        send("error", str(e))
+    except Exception as e:  # the parent reports it; a traceback goes to the child's log
+        import traceback
+
+        traceback.print_exc()
+        send("error", f"{type(e).__name__}: {e}")
+    else:
+        send("result", result)
+
+
+if __name__ == "__main__":
+    _child_main(sys.argv[1], int(sys.argv[2]))

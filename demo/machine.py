@@ -1,0 +1,68 @@
+"""This machine's facts: CPU model, ISA flags, cores, memory, and the fingerprint that keys
+what was measured or proven here (calibration, the native safety record)."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import platform
+
+from .settings import cpu_cores
+
+# The flags that decide which OpenVINO kernels run (and, on some CPUs, whether they run).
+ISA_FLAGS = ("sse4_2", "avx", "avx2", "fma", "f16c", "avx_vnni", "avx512f", "avx512bw", "avx512vl",
+             "avx512_vnni", "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16", "amx_int8")
+
+
+def machine_info() -> dict:
+    model, flags = None, set()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                key = key.strip()
+                if key == "model name" and model is None:
+                    model = value.strip()
+                elif key == "flags" and not flags:
+                    flags = set(value.split())
+                if model and flags:
+                    break
+    except OSError:
+        pass
+    memory_gb = None
+    try:
+        with open("/proc/meminfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("MemTotal:"):
+                    memory_gb = round(int(line.split()[1]) / (1 << 20), 1)
+                    break
+    except (OSError, ValueError, IndexError):
+        pass
+    return {
+        "cpu_model": model or platform.processor() or None,
+        "cores": cpu_cores(),          # usable by this process (affinity / cgroup)
+        "cpu_count": os.cpu_count(),   # all logical CPUs of the machine
+        "isa_flags": [f for f in ISA_FLAGS if f in flags],
+        "memory_gb": memory_gb,
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+    }
+
+
+@functools.lru_cache(maxsize=1)
+def fingerprint() -> tuple:
+    """What native behaviour depends on: CPU, ISA flags, cores, RAM, OpenVINO version (read once)."""
+    import openvino
+
+    from .memory import total_bytes
+
+    info = machine_info()
+    return (("cpu", info.get("cpu_model")), ("isa_flags", tuple(info.get("isa_flags") or ())),
+            ("cores", info.get("cores")), ("memory_bytes", total_bytes()), ("openvino", openvino.__version__))
+
+
+def fingerprint_key() -> str:
+    """A short name for this machine's fingerprint, for file names."""
+    return hashlib.sha256(json.dumps(fingerprint(), sort_keys=True).encode()).hexdigest()[:12]

@@ -1,0 +1,152 @@
+"""What this machine has proven about native configurations (a model folder × a CPU thread
+count): works, crashes, or too slow. Kept per machine fingerprint (CPU, ISA flags, cores,
+RAM, OpenVINO version) in <cache>/safety/<fingerprint>.json, so a configuration that
+crashed OpenVINO once is never tried again on this machine, across restarts.
+
+NativeGuard.check runs the smoke test of a configuration never seen here in a child
+process (demo.isolation) before this process compiles it; `python -m demo.doctor` runs it
+for every format × thread count of a preset and prints the table.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Optional
+
+from .errors import DemoError
+from .isolation import NativeCrash, run
+
+SMOKE_TIMEOUT_S = 300   # compile + a 100-token prefill: a minute for an f16 1.5B on one slow core
+TOO_SLOW_MS = 2000      # per token: no visitor waits for that; doctor says so (still usable)
+PREFIX = 100
+STEPS = 3
+
+WORKS, CRASHES, TOO_SLOW = "works", "crashes", "too slow"
+
+
+@dataclass(frozen=True)
+class NativeConfig:
+    """One model folder compiled with one CPU thread count (None: OpenVINO's default)."""
+
+    folder: str
+    role: str = "main"
+    threads: Optional[int] = None
+
+    @property
+    def key(self) -> str:
+        return f"{Path(self.folder).name}|{self.threads or 'default'}"
+
+    @property
+    def weight_format(self) -> str:
+        try:
+            return json.loads((Path(self.folder) / ".ready.json").read_text()).get("format") or "gguf"
+        except (OSError, ValueError, AttributeError):
+            return "IR"
+
+    def describe(self) -> str:
+        threads = ("OpenVINO's default threads" if self.threads is None
+                   else f"{self.threads} thread{'s' if self.threads != 1 else ''}")
+        return f"the {self.weight_format} {self.role} with {threads}"
+
+
+class Unusable(DemoError):
+    """A configuration recorded unusable on this machine; the message is the recorded sentence."""
+
+
+class SafetyRecord:
+    def __init__(self, cache_dir: Path, machine_key: Optional[str] = None):
+        if machine_key is None:
+            from .machine import fingerprint_key
+
+            machine_key = fingerprint_key()
+        self.path = Path(cache_dir) / "safety" / f"{machine_key}.json"
+        self._lock = threading.Lock()
+
+    def _read(self) -> dict:
+        try:
+            data = json.loads(self.path.read_text())
+            return data if isinstance(data, dict) else {}
+        except (OSError, ValueError):
+            return {}  # none yet, or damaged: configurations are proven again, never assumed
+
+    def get(self, config: NativeConfig) -> Optional[dict]:
+        return self._read().get(config.key)
+
+    def all(self) -> dict:
+        return self._read()
+
+    def put(self, config: NativeConfig, status: str, detail: str, ms_per_token: Optional[float] = None) -> None:
+        with self._lock:
+            data = self._read()
+            data[config.key] = {"status": status, "detail": detail, "role": config.role,
+                                "format": config.weight_format, "threads": config.threads,
+                                "ms_per_token": ms_per_token, "at": time.time()}
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.path.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(data, indent=1))
+            tmp.replace(self.path)
+
+    def unusable(self, config: NativeConfig) -> Optional[str]:
+        """The recorded sentence when `config` crashed here, else None."""
+        entry = self.get(config)
+        return entry["detail"] if entry and entry.get("status") == CRASHES else None
+
+
+class NativeGuard:
+    """Proves a configuration in a child before this process compiles it (once per machine)."""
+
+    def __init__(self, record: SafetyRecord, target: str = "demo.safety:smoke_test",
+                 timeout_s: float = SMOKE_TIMEOUT_S):
+        self.record, self.target, self.timeout_s = record, target, timeout_s
+        self.notes: list[str] = []  # sentences of configurations skipped in this process's life
+        self._lock = threading.Lock()
+
+    def check(self, config: NativeConfig, status: Callable[[str], None] = lambda m: None,
+              cancel: Optional[threading.Event] = None) -> dict:
+        """The configuration's record entry; raises Unusable when it crashes on this machine."""
+        with self._lock:  # two visitors asking at once run one smoke test
+            entry = self.record.get(config)
+            if entry is None:
+                entry = self.prove(config, status, cancel)
+        if entry["status"] == CRASHES:
+            raise Unusable(entry["detail"])
+        return entry
+
+    def prove(self, config: NativeConfig, status, cancel) -> dict:
+        status(f"checking once that OpenVINO runs {config.describe()} on this CPU")
+        try:
+            result = run(self.target, {"folder": config.folder, "threads": config.threads},
+                         what=f"running {config.describe()}", timeout_s=self.timeout_s, cancel=cancel)
+        except NativeCrash as e:
+            sentence = f"{e}; that configuration is skipped"
+            self.record.put(config, CRASHES, sentence)
+            self.notes.append(sentence)
+            status(sentence)
+            return self.record.get(config)
+        ms = float(result["ms_per_token"])
+        if ms > TOO_SLOW_MS:
+            self.record.put(config, TOO_SLOW, f"{config.describe()} takes {ms:.0f} ms a token on this CPU", ms)
+        else:
+            self.record.put(config, WORKS, f"{config.describe()}: {ms:.0f} ms a token", ms)
+        return self.record.get(config)
+
+
+def smoke_test(args: dict, send: Callable[[str], None]) -> dict:
+    """The child's side: compile the folder with the thread count, prefill 100 tokens, then
+    decode a few steps (what crashed the AMX Xeon); ms per decoded token."""
+    from .stateful import StatefulModel
+
+    model = StatefulModel(Path(args["folder"]), args["threads"])
+    try:
+        model.feed([list(range(1, PREFIX + 1))], 0)
+        start = time.perf_counter()
+        for i in range(STEPS):
+            model.feed([[PREFIX + 1 + i]], PREFIX + i)
+        return {"ms_per_token": (time.perf_counter() - start) / STEPS * 1000}
+    finally:
+        model.close()

@@ -1,0 +1,58 @@
+"""One compiled stateful IR driven directly (no pipeline): the same kernels an LLMPipeline
+runs, with nothing else on the clock. Calibration times it; the native smoke test runs it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+
+def cpu_config(threads: Optional[int]) -> dict:
+    """The CPU properties a pipeline with `threads` gets, for a bare compile."""
+    from .placement import properties_for
+    from .settings import PipelineOptions
+
+    return properties_for("CPU", PipelineOptions(threads=threads))
+
+
+def _rss() -> int:
+    from .memory import rss_bytes
+
+    return rss_bytes()
+
+
+class StatefulModel:
+    """One compiled stateful IR, driven directly (no pipeline): the same kernels an
+    LLMPipeline runs, with nothing else on the clock."""
+
+    def __init__(self, folder: Path, threads: Optional[int]):
+        import openvino as ov
+
+        config = cpu_config(threads)
+        before = _rss()
+        self.compiled = ov.Core().compile_model(str(folder / "openvino_model.xml"), "CPU", config)
+        self.request = self.compiled.create_infer_request()
+        self.request.reset_state()
+        self.feed([[0]], 0)  # first inference allocates the state and the single-token kernels
+        self.request.reset_state()
+        self.memory = max(0, _rss() - before)
+
+    def feed(self, ids, past: int):
+        """Run `ids` (1 × n) after `past` tokens already in the state; the logits (1 × n × vocab)."""
+        import numpy as np
+
+        ids = np.asarray(ids, dtype=np.int64)
+        n = ids.shape[1]
+        out = self.request.infer({
+            "input_ids": ids,
+            "attention_mask": np.ones((1, past + n), dtype=np.int64),
+            "position_ids": np.arange(past, past + n, dtype=np.int64)[None, :],
+            "beam_idx": np.zeros(1, dtype=np.int32),
+        })
+        return out["logits"]
+
+    def close(self) -> None:
+        import gc
+
+        del self.request, self.compiled
+        gc.collect()
