@@ -602,7 +602,7 @@ def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMA
         "choice": choice,
         "fastest_alone": {"main_format": alone["main_format"], "baseline_tok_s": alone["baseline_tok_s"]},
         # Configurations that crashed OpenVINO on this machine, skipped (demo.safety).
-        "skipped": stages.notes,
+        "skipped": stages.skipped(list(folders.values())),
     }
     path = cache_path(store, preset.name, fp)
     path.parent.mkdir(parents=True, exist_ok=True)

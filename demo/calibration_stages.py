@@ -153,7 +153,6 @@ class StageRunner:
                  module: str = "demo.calibration_stages"):
         self.path, self.record, self.report, self.stop, self.slot, self.module = path, record, report, stop, slot, module
         self.identity = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
-        self.notes: list[str] = []  # the sentences of configurations skipped
         self.done: dict = {}
         try:
             saved = json.loads(path.read_text())
@@ -162,6 +161,12 @@ class StageRunner:
         except (OSError, ValueError, KeyError, AttributeError):
             pass
         self.resumed = len(self.done)
+
+    def skipped(self, folders: list) -> list[str]:
+        """The recorded sentences of configurations of these model folders that crashed here."""
+        names = {Path(f).name for f in folders}
+        return sorted({e["detail"] for key, e in self.record.all().items()
+                       if e.get("status") == CRASHES and key.split("|")[0] in names})
 
     def unusable(self) -> list[str]:
         return [key for key, entry in self.record.all().items() if entry.get("status") == CRASHES]
@@ -190,7 +195,6 @@ class StageRunner:
                 config = announced[-1]
                 sentence = f"OpenVINO crashed ({e.how}) running {config.describe()} on this CPU; that configuration is skipped"
                 self.record.put(config, CRASHES, sentence)
-                self.notes.append(sentence)
                 self.report(sentence)
                 continue
             for config in announced:

@@ -103,7 +103,6 @@ class NativeGuard:
     def __init__(self, record: SafetyRecord, target: str = "demo.safety:smoke_test",
                  timeout_s: float = SMOKE_TIMEOUT_S):
         self.record, self.target, self.timeout_s = record, target, timeout_s
-        self.notes: list[str] = []  # sentences of configurations skipped in this process's life
         self._lock = threading.Lock()
 
     def check(self, config: NativeConfig, status: Callable[[str], None] = lambda m: None,
@@ -125,7 +124,6 @@ class NativeGuard:
         except NativeCrash as e:
             sentence = f"{e}; that configuration is skipped"
             self.record.put(config, CRASHES, sentence)
-            self.notes.append(sentence)
             status(sentence)
             return self.record.get(config)
         ms = float(result["ms_per_token"])

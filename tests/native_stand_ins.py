@@ -1,0 +1,70 @@
+"""Stand-ins that really crash, run in the child processes of demo.isolation.
+
+$CRASH_ON names a model folder and a thread count ("<folder name>|<threads or default>"):
+compiling that configuration kills the child with a real SIGFPE, as OpenVINO's CPU plugin
+does for an f16 main with one thread on an AMX Xeon. Every other configuration runs the
+real code. Each crash appends a line to $CRASH_LOG, so a test can count them.
+"""
+
+import os
+import signal
+from pathlib import Path
+
+from demo import calibration_stages, safety
+from demo.calibration_stages import measure_overhead, prepare_format  # noqa: F401  (stages run from here)
+from demo.stateful import StatefulModel
+
+
+def _crash_if_chosen(folder, threads) -> None:
+    if os.environ.get("CRASH_ON") == f"{Path(folder).name}|{threads or 'default'}":
+        with open(os.environ["CRASH_LOG"], "a") as log:
+            log.write(f"{Path(folder).name}|{threads}\n")
+        os.kill(os.getpid(), signal.SIGFPE)
+
+
+class CrashingModel(StatefulModel):
+    def __init__(self, folder, threads):
+        _crash_if_chosen(folder, threads)
+        super().__init__(folder, threads)
+
+
+def smoke_test(args, send):
+    _crash_if_chosen(args["folder"], args["threads"])
+    return safety.smoke_test(args, send)
+
+
+def _with_crashes(stage):
+    def run(args, send):
+        from demo import calibrate
+
+        calibrate.StatefulModel = CrashingModel
+        return stage(args, send)
+    return run
+
+
+measure_draft = _with_crashes(calibration_stages.measure_draft)
+measure_main = _with_crashes(calibration_stages.measure_main)
+
+
+def segfault(args, send):
+    """A crash through ctypes: reading address 0."""
+    import ctypes
+
+    send("about to crash")
+    ctypes.string_at(0)
+
+
+def sleep_forever(args, send):
+    import time
+
+    send("sleeping")
+    time.sleep(3600)
+
+
+def answer(args, send):
+    send("working")
+    return {"doubled": args["x"] * 2}
+
+
+def fail(args, send):
+    raise ValueError("a Python error in the child")

@@ -1,0 +1,205 @@
+"""Nothing OpenVINO does natively can take the app down.
+
+Children that really die (SIGFPE from os.kill, SIGSEGV through ctypes, a hang) stand in for
+OpenVINO's CPU plugin crashing on a configuration (tests/native_stand_ins.py); the rest is
+real OpenVINO on the SmolLM2 fixture. Checked: the crash becomes one sentence, the app keeps
+racing with another thread count, the configuration is recorded for this machine and never
+tried again (not by a race, not by calibration), an interrupted calibration resumes from its
+saved stages, and the page shows the sentence.
+"""
+
+import json
+import threading
+from pathlib import Path
+
+import pytest
+
+from demo import arena as arena_module
+from demo import calibrate, isolation
+from demo.errors import DemoError
+from demo.quiet_log import QuietLog
+from demo.safety import NativeConfig, NativeGuard, SafetyRecord
+
+from .conftest import SMOLLM2, _free_port
+
+STAND_INS = "tests.native_stand_ins"
+PROMPT = "Write a Python function that reverses a string."
+
+
+# -- the child process ----------------------------------------------------------------
+
+def test_a_child_returns_its_answer_and_its_messages():
+    messages = []
+    assert isolation.run(f"{STAND_INS}:answer", {"x": 21}, what="x", on_message=messages.append) == {"doubled": 42}
+    assert messages == ["working"]
+
+
+@pytest.mark.parametrize("target, how", [("segfault", "SIGSEGV"), ("sleep_forever", "no answer within 3 s")])
+def test_a_child_that_dies_or_hangs_becomes_one_sentence(target, how):
+    with pytest.raises(isolation.NativeCrash) as caught:
+        isolation.run(f"{STAND_INS}:{target}", {}, what="running the test stand-in", timeout_s=3)
+    assert str(caught.value).startswith(f"OpenVINO crashed ({how}")
+    assert str(caught.value).endswith("running the test stand-in on this CPU")
+
+
+def test_a_python_error_in_the_child_is_not_called_a_crash():
+    with pytest.raises(isolation.ChildFailed, match="ValueError: a Python error in the child"):
+        isolation.run(f"{STAND_INS}:fail", {}, what="x")
+
+
+def test_cancel_kills_the_child_at_once():
+    stop = threading.Event()
+    threading.Timer(0.5, stop.set).start()
+    with pytest.raises(DemoError, match="Stopped"):
+        isolation.run(f"{STAND_INS}:sleep_forever", {}, what="x", cancel=stop, timeout_s=60)
+
+
+# -- the app: a crashing configuration is skipped, recorded, never tried again -----------
+
+@pytest.fixture
+def own_cache(tmp_path, session_store, smollm2_ir):
+    """A cache of its own (so its own safety record) sharing the prepared models."""
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / "models").symlink_to((session_store.cache_dir / "models").resolve(), target_is_directory=True)
+    return cache
+
+
+@pytest.fixture
+def crash_one_thread(monkeypatch, tmp_path, smollm2_ir):
+    """The SmolLM2 gguf IR with one thread raises SIGFPE in any child that compiles it."""
+    log = tmp_path / "crashes.log"
+    monkeypatch.setenv("CRASH_ON", f"{smollm2_ir.name}|1")
+    monkeypatch.setenv("CRASH_LOG", str(log))
+    monkeypatch.setattr(arena_module, "cpu_cores", lambda: 2)  # the race's even split: 1 thread each
+    return lambda: log.read_text().splitlines() if log.exists() else []
+
+
+def arena_on(cache: Path, presets):
+    from demo.arena import Arena
+    from demo.pipelines import PipelineCache
+    from demo.sources import ModelStore
+
+    store = ModelStore(cache)
+    guard = NativeGuard(SafetyRecord(cache), target=f"{STAND_INS}:smoke_test")
+    return Arena(presets.model_copy(update={"default": SMOLLM2}), store, PipelineCache(max_pairs=1), guard=guard)
+
+
+def race(arena):
+    from demo.arena import RaceRequest
+    from demo.race import DoneEvent
+    from demo.settings import GenerationSettings
+
+    request = RaceRequest(prompt=PROMPT, settings=GenerationSettings(max_new_tokens=16, assistant_tokens=3))
+    done = {e.side: e.result for e in arena.run(request) if isinstance(e, DoneEvent)}
+    return request, done
+
+
+SENTENCE = "OpenVINO crashed (SIGFPE) running the gguf main with 1 thread on this CPU; that configuration is skipped"
+
+
+def test_a_race_survives_a_crashing_thread_count_and_a_restart_never_tries_it_again(own_cache, presets,
+                                                                                    crash_one_thread):
+    arena = arena_on(own_cache, presets)
+    request, done = race(arena)
+    assert all(r.error is None and len(r.token_ids) == 16 for r in done.values()), done
+    assert crash_one_thread() == [f"{Path(arena.prepared(request).main).name}|1"]
+    assert SENTENCE in arena.skipped_configurations()
+    how = arena.summarize(done, request).how
+    assert "2 threads each" in how and "that split was skipped" in how
+    arena.cache.clear()
+
+    again = arena_on(own_cache, presets)  # a restart: the record is read, nothing crashes again
+    request, done = race(again)
+    assert all(r.error is None for r in done.values())
+    assert len(crash_one_thread()) == 1
+    record = SafetyRecord(own_cache)
+    assert record.unusable(NativeConfig(str(again.prepared(request).main), "main", 1)) == SENTENCE
+    again.cache.clear()
+
+
+def test_the_page_says_what_was_skipped(own_cache, presets, crash_one_thread):
+    from .test_browser import CHROMIUM, CHROMIUM_ARGS, sync_api
+    import app
+
+    arena = arena_on(own_cache, presets)
+    race(arena)  # records the crash, as a first launch would
+    arena.cache.clear()
+    demo = app.make_demo(preset=SMOLLM2, cache_dir=own_cache, warm=True)
+    app.launch(demo, port=_free_port(), prevent_thread_lock=True, quiet=True)
+    try:
+        with sync_api.sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+            page = browser.new_page()
+            page.goto(demo.local_url)
+            page.wait_for_function("() => (document.querySelector('#status') || {}).innerText?.includes('Ready')",
+                                   timeout=300_000)
+            assert SENTENCE in page.inner_text("#status")
+            browser.close()
+    finally:
+        demo.close()
+        demo.arena.cache.clear()
+
+
+# -- calibration ------------------------------------------------------------------------
+
+def test_calibration_skips_a_crashing_format_and_resumes_after_an_interruption(own_cache, presets, monkeypatch,
+                                                                               tmp_path, smollm2_ir):
+    """int4_sym as the main with the race's threads crashes (a real SIGFPE in the stage's
+    child): calibration records it, leaves int4_sym out, and picks gguf. Interrupted before
+    its last stage, a second run reuses every stage measured before."""
+    from demo.settings import race_threads
+    from demo.sources import ModelStore
+
+    store = ModelStore(own_cache)
+    preset = presets.get(SMOLLM2)
+    int4 = store.ready_path(preset.main, "int4_sym") or store.prepare(preset.main, weight_format="int4_sym").path
+    log = tmp_path / "crashes.log"
+    monkeypatch.setenv("CRASH_ON", f"{int4.name}|{race_threads()}")
+    monkeypatch.setenv("CRASH_LOG", str(log))
+    kw = dict(main_formats=["gguf", "int4_sym"], draft_formats=["gguf"], k_max=2, max_new_tokens=16,
+              prompts=[PROMPT], stages_module=STAND_INS)
+
+    def slot(what):
+        if what.startswith("timing a real speculative pipeline"):
+            raise DemoError("interrupted by the test")
+        from contextlib import nullcontext
+        return nullcontext()
+
+    with pytest.raises(DemoError, match="interrupted by the test"):
+        calibrate.calibrate(preset, store, slot=slot, **kw)
+    assert log.read_text().splitlines() == [f"{int4.name}|{race_threads()}"]
+    saved = json.loads(calibrate.stages_path(store, preset.name, calibrate.fingerprint(preset, store)).read_text())
+    assert set(saved["stages"]) == {"draft:gguf", "main:gguf", "main:int4_sym"}
+
+    messages = []
+    result = calibrate.calibrate(preset, store, report=messages.append, **kw)
+    reused = [m for m in messages if m.endswith("measured before this restart, reused")]
+    assert len(reused) == 3, messages
+    assert len(log.read_text().splitlines()) == 1, "a recorded crash was tried again"
+    assert {c["main_format"] for c in result["candidates"]} == {"gguf"}
+    assert result["choice"]["race"]["main_format"] == result["choice"]["fair"]["main_format"] == "gguf"
+    assert any("int4_sym main with" in s and "SIGFPE" in s for s in result["skipped"]), result["skipped"]
+    assert not calibrate.stages_path(store, preset.name, calibrate.fingerprint(preset, store)).exists()
+
+
+# -- the terminal log -------------------------------------------------------------------
+
+def test_the_log_prints_progress_sparingly_and_each_tasks_duration():
+    lines, now = [], [0.0]
+    log = QuietLog(lines.append, interval_s=5.0, clock=lambda: now[0])
+    for i in range(301):  # three lines per percent over 30 s, as the Q4_0 rewrite printed
+        now[0] = i * 0.1
+        log(f"rewriting draft model tensors as Q4_0: {i // 3}%")
+    for _ in range(13):
+        log("unpacking main model GGUF weights to f16…")
+    now[0] = 40.0
+    log("ready")
+    assert lines[0] == "rewriting draft model tensors as Q4_0: 0%"
+    assert "rewriting draft model tensors as Q4_0: 100%" in lines
+    assert lines[-4:] == ["rewriting draft model tensors as Q4_0: done in 30.0 s",
+                          "unpacking main model GGUF weights to f16…",
+                          "unpacking main model GGUF weights to f16: done in 10.0 s",
+                          "ready"]
+    assert len(lines) <= 12, lines
+    assert len(lines) == len(set(lines)), "a line was printed twice"
