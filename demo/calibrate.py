@@ -430,24 +430,16 @@ def prepare_candidates(preset, store, main_formats: Sequence[str] = DEFAULT_MAIN
                        draft_formats: Sequence[str] = DEFAULT_DRAFT_FORMATS, report: Report = lambda m: None,
                        stop: Optional[threading.Event] = None) -> dict:
     """Prepare every candidate format (the long part of a first calibration: converting
-    weights), each conversion in a child process; {("main"|"draft", format): folder}. Needs
+    weights, each conversion in a child process); {("main"|"draft", format): folder}. Needs
     no quiet machine, so the app runs it while visitors race."""
-    from . import isolation
-
     folders = {}
     for role, spec, fmts in (("draft", preset.draft, draft_formats), ("main", preset.main, main_formats)):
         for fmt in fmts:
             if stop is not None and stop.is_set():
                 raise DemoError("Calibration was stopped; what was measured so far is kept.")
-            ready = store.ready_path(spec, fmt)
-            if ready is None:
-                report(f"preparing the {role} model as {fmt}")
-                ready = Path(isolation.run("demo.calibration_stages:prepare_format",
-                                           {"spec": spec.model_dump(), "role": f"{role} model", "format": fmt,
-                                            "cache_dir": str(store.cache_dir)},
-                                           what=f"converting the {role} model to {fmt}", on_message=report,
-                                           cancel=stop)["path"])
-            folders[(role, fmt)] = ready
+            report(f"preparing the {role} model as {fmt}")
+            folders[(role, fmt)] = store.prepare(spec, f"{role} model", lambda stage, d, t: report(stage),
+                                                 weight_format=fmt, cancel=stop).path
     return folders
 
 

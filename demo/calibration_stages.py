@@ -122,25 +122,6 @@ def measure_overhead(args: dict, send) -> dict:
                                args["ks"], lambda k: predicted[k], args["one_token_s"])
 
 
-def prepare_format(args: dict, send) -> dict:
-    """Convert one model to one weight format (NNCF, f16 unpacking) in the child."""
-    from pydantic import TypeAdapter
-
-    from .presets import ModelSpec
-    from .sources import ModelStore
-
-    spec = TypeAdapter(ModelSpec).validate_python(args["spec"])
-    last: list = [None]
-
-    def progress(stage, done, total):
-        if stage != last[0]:
-            last[0] = stage
-            send(stage)
-
-    prepared = ModelStore(Path(args["cache_dir"])).prepare(spec, args["role"], progress, weight_format=args["format"])
-    return {"path": str(prepared.path)}
-
-
 # -- the parent's side -----------------------------------------------------------------
 
 class StageRunner:

@@ -253,3 +253,28 @@ def link_companions(src: Path, dst: Path) -> None:
             os.link(entry, target)
         except OSError:  # another file system, or links not allowed
             shutil.copyfile(entry, target)
+
+
+# -- in a child process (demo.isolation): conversions are native work not yet proven here --
+
+def convert_in_child(kind: str, src: Path, dst: Path, weight_format: str, progress: StepProgress,
+                     checkpoint: Checkpoint) -> None:
+    """fold_to_f16 (kind "f16") or compress, in a child: a crash there is a sentence, not the app."""
+    from . import isolation
+
+    def on_message(message: str) -> None:
+        done, total = (float(x) for x in message.split("/"))
+        progress(done, total)
+
+    isolation.run("demo.formats:_convert_child", {"kind": kind, "src": str(src), "dst": str(dst),
+                                                  "format": weight_format},
+                  what=f"converting {src.name} to {weight_format}", on_message=on_message, checkpoint=checkpoint)
+
+
+def _convert_child(args: dict, send) -> dict:
+    src, dst = Path(args["src"]), Path(args["dst"])
+    if args["kind"] == "f16":
+        fold_to_f16(src, dst, lambda done, total: send(f"{done}/{total}"))
+    else:
+        compress(src, dst, args["format"])
+    return {}

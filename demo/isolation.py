@@ -59,12 +59,14 @@ def describe_exit(code: int) -> str:
 
 
 def run(target: str, args: dict, *, what: str, timeout_s: Optional[float] = None,
-        on_message: Callable[[str], None] = lambda m: None, cancel: Optional[threading.Event] = None):
+        on_message: Callable[[str], None] = lambda m: None, cancel: Optional[threading.Event] = None,
+        checkpoint: Callable[[], None] = lambda: None):
     """Run `target(args, send)` in a child and return what it returns.
 
     `send(message)` in the child reaches `on_message` here. Setting `cancel` kills the child
-    and raises DemoError; a child that dies or outlives `timeout_s` raises NativeCrash; one
-    whose code raises gives ChildFailed with its message.
+    and raises DemoError, as does `checkpoint` raising (its exception passes through); a
+    child that dies or outlives `timeout_s` raises NativeCrash; one whose code raises gives
+    ChildFailed with its message.
     """
     read_fd, write_fd = os.pipe()
     log = tempfile.TemporaryFile(mode="w+b")
@@ -78,7 +80,7 @@ def run(target: str, args: dict, *, what: str, timeout_s: Optional[float] = None
     try:
         child.stdin.write(json.dumps(args).encode())
         child.stdin.close()
-        return _collect(child, read_fd, log, what, timeout_s, on_message, cancel)
+        return _collect(child, read_fd, log, what, timeout_s, on_message, cancel, checkpoint)
     finally:
         os.close(read_fd)
         if child.poll() is None:
@@ -86,7 +88,7 @@ def run(target: str, args: dict, *, what: str, timeout_s: Optional[float] = None
         log.close()
 
 
-def _collect(child, read_fd: int, log, what: str, timeout_s, on_message, cancel):
+def _collect(child, read_fd: int, log, what: str, timeout_s, on_message, cancel, checkpoint):
     deadline = time.monotonic() + timeout_s if timeout_s else None
     buffer = b""
     while True:
@@ -113,6 +115,11 @@ def _collect(child, read_fd: int, log, what: str, timeout_s, on_message, cancel)
         if cancel is not None and cancel.is_set():
             _kill(child)
             raise DemoError("Stopped; nothing of this step was kept.")
+        try:
+            checkpoint()
+        except BaseException:
+            _kill(child)
+            raise
         if deadline is not None and time.monotonic() > deadline:
             _kill(child)
             raise NativeCrash(what, f"no answer within {timeout_s:.0f} s")

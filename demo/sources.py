@@ -248,11 +248,12 @@ class ModelStore:
             elif fmt == "f16":
                 stage = f"unpacking {role} GGUF weights to f16"
                 progress(stage, 0, 0)
-                formats.fold_to_f16(base, work, lambda done, total: progress(stage, done, total), checkpoint)
+                formats.convert_in_child("f16", base, work, fmt, lambda done, total: progress(stage, done, total),
+                                         checkpoint)
             else:
                 stage = f"compressing {role} weights to {fmt} with NNCF"
                 progress(stage, 0, 0)
-                formats.compress(base, work, fmt, checkpoint)
+                formats.convert_in_child("compress", base, work, fmt, lambda done, total: None, checkpoint)
                 progress(stage, 1, 1)
 
         marker = {"spec": spec.model_copy(update={"format": fmt}).model_dump(), "format": fmt}
@@ -314,7 +315,7 @@ class ModelStore:
             os.symlink(src.resolve(), gguf_path)
         checkpoint()
         _record_context_length(gguf_path, work)
-        _gguf_to_ir(gguf_path, role, progress)  # one call into OpenVINO that can not be stopped midway
+        _gguf_to_ir(gguf_path, role, progress, checkpoint)
         checkpoint()
 
     # -- a full disk --------------------------------------------------------------------
@@ -586,25 +587,37 @@ def _record_context_length(gguf_path: Path, work: Path) -> None:
         (work / CONTEXT_FILE).write_text(json.dumps({"context_length": value}))
 
 
-def _gguf_to_ir(gguf_path: Path, role: str, progress: Progress) -> None:
-    """Let OpenVINO GenAI read the GGUF once and save IR (model + tokenizers) next to it."""
-    import openvino_genai
+def _gguf_to_ir(gguf_path: Path, role: str, progress: Progress, checkpoint: Callable[[], None]) -> None:
+    """Let OpenVINO GenAI read the GGUF once and save IR (model + tokenizers) next to it, in a
+    child process (demo.isolation): a native crash there is a sentence, not the app's end."""
+    from . import isolation
 
     stage = f"converting {role} to OpenVINO IR"
     progress(stage, 0, 0)
     try:
-        pipe = openvino_genai.LLMPipeline(str(gguf_path), "CPU", enable_save_ov_model=True)
-    except RuntimeError as e:
+        isolation.run("demo.sources:_gguf_to_ir_child", {"gguf": str(gguf_path)}, what=f"reading the {role} GGUF",
+                      checkpoint=checkpoint)
+    except isolation.ChildFailed as e:
         if "No space left on device" in str(e):
-            raise
-        first = str(e).strip().splitlines()[0] if str(e).strip() else "no details"
+            raise OSError(errno.ENOSPC, str(e)) from None
         raise DemoError(
-            f"OpenVINO GenAI could not read the {role} GGUF ({first[:200]}); it supports llama/qwen2/qwen3 "
+            f"OpenVINO GenAI could not read the {role} GGUF ({str(e)[:200]}); it supports llama/qwen2/qwen3 "
             "with Q4_0, Q4_1, Q8_0, Q4_K, Q6_K, F16, BF16 or F32 tensors (set requantize: true for others)."
         ) from None
-    del pipe
     gguf_path.unlink()  # the IR holds everything now; the GGUF would only double the disk use
     progress(stage, 1, 1)
+
+
+def _gguf_to_ir_child(args: dict, send) -> dict:
+    import openvino_genai
+
+    try:
+        pipe = openvino_genai.LLMPipeline(args["gguf"], "CPU", enable_save_ov_model=True)
+    except RuntimeError as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else "no details"
+        raise DemoError(first) from None
+    del pipe
+    return {}
 
 
 # -- child processes: the long waits that a cancel must be able to stop --------------------

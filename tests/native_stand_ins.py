@@ -11,7 +11,7 @@ import signal
 from pathlib import Path
 
 from demo import calibration_stages, safety
-from demo.calibration_stages import measure_overhead, prepare_format  # noqa: F401  (stages run from here)
+from demo.calibration_stages import measure_overhead  # noqa: F401  (stages run from here)
 from demo.stateful import StatefulModel
 
 
