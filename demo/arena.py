@@ -17,7 +17,7 @@ from typing import Callable, Iterator, Optional, Union
 
 from . import placement
 from .admission import Admission, Cancelled
-from .safety import NativeConfig, NativeGuard, SafetyRecord, Unusable
+from .safety import NativeConfig, NativeGuard, SafetyRecord
 from .errors import DemoError
 from .explain import Explanation, explain
 from .metrics import SideStats, acceptance_rate, equality_verdict, side_stats, speedup
@@ -250,15 +250,13 @@ class Arena:
         choices = [wanted] + [n for n in (cpu_cores(), None) if n != wanted]
         reasons = []
         for n in choices:
-            try:
-                for config in self.native_configs(request, pair, n):
-                    if prove:
-                        self.guard.check(config, status or (lambda m: None))
-                    elif self.guard.record.unusable(config):
-                        raise Unusable(self.guard.record.unusable(config))
+            configs = self.native_configs(request, pair, n)
+            if prove:
+                self.guard.check_all(configs, status or (lambda m: None))
+            unusable = [self.guard.record.unusable(c) for c in configs if self.guard.record.unusable(c)]
+            if not unusable:
                 return n
-            except Unusable as e:
-                reasons.append(str(e))
+            reasons += unusable
         raise DemoError(f"{reasons[-1]}, and with every other thread count tried; choose another weight format "
                         "(python -m demo.doctor shows which run on this CPU).")
 
@@ -352,6 +350,8 @@ class Arena:
 
         def body():
             self.startup.update("preparing", "preparing the default model pair")
+            if calibrate:
+                self._convert_candidates_early(request, report)
             try:
                 for message in self.load_with_status(request):
                     self.startup.update("preparing", message)
@@ -379,6 +379,33 @@ class Arena:
         t.start()
         return t
 
+    def _launch_calibration(self, preset):
+        """The formats and plan of the calibration a launch runs (calibrate.LAUNCH)."""
+        from . import calibrate
+        from .machine import machine_info
+
+        main, draft = calibrate.launch_formats(machine_info()["isa_flags"])
+        return {"main_formats": main, "draft_formats": draft, "plan": calibrate.LAUNCH}
+
+    def _convert_candidates_early(self, request: RaceRequest, report: Callable[[str], None]) -> None:
+        """Start converting the launch calibration's formats now, beside the default pair's
+        prepare and load (at low priority: those come first), unless it was calibrated."""
+        from . import calibrate
+
+        preset = self.presets.get(request.preset)
+        if preset.draft is None or calibrate.load_cached(self.store, preset) is not None:
+            return
+        plan = self._launch_calibration(preset)
+
+        def convert():
+            try:
+                calibrate.prepare_candidates(preset, self.store, plan["main_formats"], plan["draft_formats"],
+                                             report=lambda m: report(f"calibrating: {m}"))
+            except DemoError as e:  # the calibration itself will try again and say why
+                report(f"calibrating: {e}")
+
+        threading.Thread(target=convert, name="convert-candidates", daemon=True).start()
+
     def _calibrate_once(self, request: RaceRequest, report: Callable[[str], None]) -> bool:
         """Calibrate the default preset on this machine unless a result is cached (True if
         it calibrated now). Each measuring stage takes the CPU in its own admission slot, so
@@ -395,7 +422,9 @@ class Arena:
             report(f"calibrating: {message}")
 
         # Converting weights takes minutes and needs no quiet machine: visitors race meanwhile.
-        calibrate.prepare_candidates(preset, self.store, report=converting)
+        plan = self._launch_calibration(preset)
+        calibrate.prepare_candidates(preset, self.store, plan["main_formats"], plan["draft_formats"],
+                                     report=converting)
 
         @contextlib.contextmanager
         def slot(what: str):
@@ -410,7 +439,7 @@ class Arena:
             self.startup.update("preparing", f"measuring this machine once (races wait at most one step): {message}")
             report(f"calibrating: {message}")
 
-        result = calibrate.calibrate(preset, self.store, report=step, slot=slot)
+        result = calibrate.calibrate(preset, self.store, report=step, slot=slot, **plan)
         for line in calibrate.summary_lines(result):
             report(line)
         # `format: auto` now resolves to the calibrated choice: prepare and load anew.

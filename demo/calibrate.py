@@ -39,6 +39,7 @@ import json
 import sys
 import threading
 import time
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable, Mapping, Optional, Sequence
 
@@ -71,6 +72,36 @@ BUSY_SHARE = 0.2  # other processes' share of the cores above which a calibratio
 CALIBRATION_VERSION = 4
 
 Report = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How much a calibration measures. The launch plan is what `python app.py` runs on a
+    fresh machine before it says Ready: acceptance from the first main format's answers
+    only (the others' agree within a few %: 95 % against 93 % on the embedded pair),
+    sparse curves everywhere, fewer rounds, and a real pipeline timed on one short answer."""
+
+    name: str
+    sparse_fair: bool = False
+    repeats: int = REPEATS
+    acceptance_per_main: bool = True
+    overhead_prompts: Optional[int] = None   # None: all the calibration prompts
+    overhead_new_tokens: Optional[int] = None  # None: as many as the prompts are answered with
+
+
+FULL = Plan("full")
+LAUNCH = Plan("launch", sparse_fair=True, repeats=3, acceptance_per_main=False, overhead_prompts=1,
+              overhead_new_tokens=64)
+
+
+def launch_formats(isa_flags: Sequence[str]) -> tuple[list[str], list[str]]:
+    """(main, draft) formats a first launch calibrates: the GGUF-derived IR it already has and
+    the compressed format that won on this CPU class (BENCHMARKS.md): int4_sym where integer
+    dot products are fast (VNNI or AMX: fastest main alone on Zen 4 and the AMX Xeon), f16
+    where only AVX2 (compressed verify steps cost nearly K+1 tokens there, f16 barely more
+    than one). `python -m demo.calibrate` measures every format."""
+    fast_int = any(f in isa_flags for f in ("avx512_vnni", "avx_vnni", "amx_int8"))
+    return ["gguf", "int4_sym" if fast_int else "f16"], ["gguf"]
 
 
 # -- the machine --------------------------------------------------------------------------
@@ -205,7 +236,7 @@ def sparse_points(ms: Sequence[int]) -> list[int]:
     return sorted(set(ms[:3] + [ms[len(ms) // 2]] + ms[-1:]))
 
 
-def curve_costs(model: StatefulModel, ms: Sequence[int], sparse: bool = False) -> list[float]:
+def curve_costs(model: StatefulModel, ms: Sequence[int], sparse: bool = False, repeats: int = REPEATS) -> list[float]:
     """step_costs for every M in `ms`; `sparse` measures only sparse_points(ms) and
     interpolates linearly between them. Race-mode curves (one thread per pipeline, so
     slower steps) are sparse: the curve is smooth there, and a first launch should not
@@ -213,9 +244,9 @@ def curve_costs(model: StatefulModel, ms: Sequence[int], sparse: bool = False) -
     import numpy as np
 
     if not sparse:
-        return step_costs(model, ms)
+        return step_costs(model, ms, repeats)
     points = sparse_points(ms)
-    costs = step_costs(model, points)
+    costs = step_costs(model, points, repeats)
     return [float(x) for x in np.interp(ms, points, costs)]
 
 
@@ -452,7 +483,7 @@ def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMA
               prompts: Optional[Sequence[str]] = None, max_new_tokens: int = DEFAULT_NEW_TOKENS,
               budget: Optional[int] = None, report: Report = lambda m: None,
               stop: Optional[threading.Event] = None, slot=None,
-              stages_module: str = "demo.calibration_stages") -> dict:
+              stages_module: str = "demo.calibration_stages", plan: Plan = FULL) -> dict:
     """Measure `preset` on this machine and save the choice (see the module docstring).
 
     Every measurement runs in a child process, one stage at a time (demo.calibration_stages):
@@ -482,7 +513,7 @@ def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMA
     fp = fingerprint(preset, store)
     identity = {"version": CALIBRATION_VERSION, "fingerprint": fp, "main": list(main_formats),
                 "draft": list(draft_formats), "k_max": k_max, "texts": texts, "new": max_new_tokens,
-                "module": stages_module}
+                "module": stages_module, "plan": asdict(plan)}
     stages = StageRunner(stages_path(store, preset.name, fp), identity, SafetyRecord(store.cache_dir), report, stop,
                          **({"slot": slot} if slot is not None else {}), module=stages_module)
     if stages.resumed:
@@ -499,18 +530,23 @@ def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMA
             report(f"draft model {fmt} cannot run here with OpenVINO's default threads: not a candidate")
     if not drafts:
         raise DemoError(f"No draft format of {preset.name!r} runs on this CPU; run python -m demo.doctor to see why.")
-    mains, runs = {}, {}
+    mains, runs, answered_by = {}, {}, None
     for fmt in main_formats:
         check_stop()
+        answer = plan.acceptance_per_main or answered_by is None
         measured = stages.run(f"main:{fmt}", "measure_main", {
             "folder": str(folders[("main", fmt)]), "format": fmt, "threads": threads, "k_max": k_max,
-            "texts": texts, "max_new_tokens": max_new_tokens,
+            "texts": texts, "max_new_tokens": max_new_tokens, "sparse_fair": plan.sparse_fair,
+            "repeats": plan.repeats, "answer": answer,
             "drafts": {df: str(folders[("draft", df)]) for df in drafts},
             "prior": {"mains": mains, "drafts": drafts, "runs": {f"{mf}/{df}": r for (mf, df), r in runs.items()}},
         }, what=f"measuring the main model ({fmt})")
-        for df, r in measured["runs"].items():
+        borrowed = {df: runs[(answered_by, df)] for df in drafts if (answered_by, df) in runs} if not answer else {}
+        for df, r in {**measured["runs"], **borrowed}.items():
             if df in drafts:
                 runs[(fmt, df)] = r
+        if answer and measured["runs"]:
+            answered_by = answered_by or fmt
         mains[fmt] = {k: v for k, v in measured.items() if k != "runs"}
     check_stop()
 
@@ -556,8 +592,9 @@ def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMA
         m, d = mains[pair[0]], drafts[pair[1]]
         overheads[mode] = stages.run(f"overhead:{mode}", "measure_overhead", {
             "pair": list(pair), "main_folder": str(folders[("main", pair[0])]),
-            "draft_folder": str(folders[("draft", pair[1])]), "texts": texts if mode == "fair" else texts[:1],
-            "max_new_tokens": max_new_tokens, "threads": n, "ks": list(ks),
+            "draft_folder": str(folders[("draft", pair[1])]),
+            "texts": (texts if mode == "fair" else texts[:1])[:plan.overhead_prompts],
+            "max_new_tokens": plan.overhead_new_tokens or max_new_tokens, "threads": n, "ks": list(ks),
             "predicted_step_s": {str(k): predict(m["verify_s"][mode], d["step_s"][mode], runs[pair], k)["step_s"]
                                  for k in ks},
             "one_token_s": m["verify_s"][mode][0]}, what=f"timing a real speculative pipeline ({mode} threads)")
@@ -576,6 +613,9 @@ def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMA
         # Share of the cores other processes used just before and after measuring.
         "others_busy": [None if b is None else round(b, 2) for b in (busy_before, others_busy())],
         "k_max": k_max,
+        "plan": plan.name,
+        # Whose greedy answers acceptance was counted on, when not every main format's.
+        "acceptance_from": None if plan.acceptance_per_main else answered_by,
         "prompts": len(texts),
         "max_new_tokens": max_new_tokens,
         "prefix_tokens": PREFIX_TOKENS,

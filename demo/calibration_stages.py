@@ -77,14 +77,15 @@ def measure_main(args: dict, send) -> dict:
         announce(send, config)
         model = c.StatefulModel(folder, threads)
         try:
-            curves[mode] = c.curve_costs(model, ms, sparse=(mode == "race"))
+            curves[mode] = c.curve_costs(model, ms, sparse=(mode == "race" or args.get("sparse_fair", False)),
+                                         repeats=args.get("repeats", c.REPEATS))
             memory = max(memory, model.memory)
             if mode == "fair" and c._dominated(curves["fair"], prior["mains"], prior["drafts"], prior_runs, k_max):
                 # Even with the best acceptance seen so far (+10 %) and the cheapest draft it
                 # cannot beat a format already measured: skip its answers and race curve.
                 send(f"main model {fmt} cannot beat the formats measured so far: skipped")
                 break
-            if mode == "fair":
+            if mode == "fair" and args.get("answer", True):
                 send(f"answering {len(ids)} prompts with the main model ({fmt}) to measure acceptance")
                 answers = []
                 for p in ids:
@@ -104,7 +105,8 @@ def measure_main(args: dict, send) -> dict:
         finally:
             model.close()
     return {"verify_s": curves, "memory_bytes": memory,
-            "dominated": "race" not in curves or "fair" not in curves or not runs,
+            # The caller lends acceptance from another main format when this one did not answer.
+            "dominated": "race" not in curves or "fair" not in curves or (args.get("answer", True) and not runs),
             # Median time of one real decoding step (growing past): a check on verify_s[0].
             "decode_step_s": sorted(decode)[len(decode) // 2] if decode else None,
             "runs": runs}

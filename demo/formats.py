@@ -257,6 +257,11 @@ def link_companions(src: Path, dst: Path) -> None:
 
 # -- in a child process (demo.isolation): conversions are native work not yet proven here --
 
+# Conversions are background work (calibration's candidates, a format asked for once): a
+# race or a first load running beside them keeps the CPU first.
+CONVERSION_NICE = 10
+
+
 def convert_in_child(kind: str, src: Path, dst: Path, weight_format: str, progress: StepProgress,
                      checkpoint: Checkpoint) -> None:
     """fold_to_f16 (kind "f16") or compress, in a child: a crash there is a sentence, not the app."""
@@ -268,7 +273,8 @@ def convert_in_child(kind: str, src: Path, dst: Path, weight_format: str, progre
 
     isolation.run("demo.formats:_convert_child", {"kind": kind, "src": str(src), "dst": str(dst),
                                                   "format": weight_format},
-                  what=f"converting {src.name} to {weight_format}", on_message=on_message, checkpoint=checkpoint)
+                  what=f"converting {src.name} to {weight_format}", on_message=on_message, checkpoint=checkpoint,
+                  nice=CONVERSION_NICE)
 
 
 def _convert_child(args: dict, send) -> dict:

@@ -60,19 +60,19 @@ def describe_exit(code: int) -> str:
 
 def run(target: str, args: dict, *, what: str, timeout_s: Optional[float] = None,
         on_message: Callable[[str], None] = lambda m: None, cancel: Optional[threading.Event] = None,
-        checkpoint: Callable[[], None] = lambda: None):
+        checkpoint: Callable[[], None] = lambda: None, nice: int = 0):
     """Run `target(args, send)` in a child and return what it returns.
 
     `send(message)` in the child reaches `on_message` here. Setting `cancel` kills the child
     and raises DemoError, as does `checkpoint` raising (its exception passes through); a
     child that dies or outlives `timeout_s` raises NativeCrash; one whose code raises gives
-    ChildFailed with its message.
+    ChildFailed with its message. `nice` lowers the child's priority (background work).
     """
     read_fd, write_fd = os.pipe()
     log = tempfile.TemporaryFile(mode="w+b")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     try:
-        child = subprocess.Popen([sys.executable, "-m", "demo.isolation", target, str(write_fd)],
+        child = subprocess.Popen([sys.executable, "-m", "demo.isolation", target, str(write_fd), str(nice)],
                                  stdin=subprocess.PIPE, stdout=log, stderr=log, pass_fds=(write_fd,),
                                  start_new_session=True, env=env, cwd=str(ROOT))
     finally:
@@ -143,7 +143,9 @@ def _last_line(log) -> str:
     return f": {lines[-1][:200]}" if lines else ""
 
 
-def _child_main(target: str, fd: int) -> None:
+def _child_main(target: str, fd: int, nice: int) -> None:
+    if nice:
+        os.nice(nice)
     out = os.fdopen(fd, "w", buffering=1)
 
     def send(kind: str, payload) -> None:
@@ -166,4 +168,4 @@ def _child_main(target: str, fd: int) -> None:
 
 
 if __name__ == "__main__":
-    _child_main(sys.argv[1], int(sys.argv[2]))
+    _child_main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]))

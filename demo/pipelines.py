@@ -9,6 +9,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
@@ -473,7 +474,11 @@ def _load_pipelines(key: PairKey, sides: tuple, status: Callable[[str], None]) -
 def build_pair(key: PairKey, status: Callable[[str], None]) -> dict[str, OpenVINORunner]:
     pipes = _load_pipelines(key, (BASELINE, SPECULATIVE), status)
     status("warming up both pipelines")
-    return {side: _runner(key, side, pipe) for side, pipe in pipes.items()}
+    # At once: a race gives each pipeline its share of the cores, so their first runs
+    # (kernel compilation, mostly) overlap instead of queueing.
+    with ThreadPoolExecutor(max_workers=len(pipes)) as pool:
+        futures = {side: pool.submit(_runner, key, side, pipe) for side, pipe in pipes.items()}
+        return {side: future.result() for side, future in futures.items()}
 
 
 def _runner(key: PairKey, side: str, pipe) -> OpenVINORunner:

@@ -41,14 +41,30 @@ def prepare_preset(preset: Preset, store: ModelStore, progress: Progress = _no_p
     `main_format` / `draft_format` ask for a weight format other than the preset's own
     (None: what models.yaml says); `cancel` stops the preparing (demo.sources.Cancelled).
     """
-    main = store.prepare(preset.main, role="main model", progress=progress, weight_format=main_format,
-                         cancel=cancel)
-    draft = None
-    if preset.draft is not None:
-        draft = store.prepare(preset.draft, role="draft model", progress=progress, weight_format=draft_format,
-                              cancel=cancel)
-    elif draft_format is not None:
+    if preset.draft is None and draft_format is not None:
         raise DemoError(f"Preset {preset.name!r} has no draft model, so it takes no draft format.")
+    draft, failed = None, []
+    if preset.draft is not None:
+        # The draft is prepared beside the main model: checksums and conversions are mostly
+        # one core each, so a first launch takes the longer of the two, not their sum.
+        def prepare_draft():
+            nonlocal draft
+            try:
+                draft = store.prepare(preset.draft, role="draft model", progress=progress,
+                                      weight_format=draft_format, cancel=cancel)
+            except BaseException as e:
+                failed.append(e)
+
+        worker = threading.Thread(target=prepare_draft, name="prepare-draft", daemon=True)
+        worker.start()
+    try:
+        main = store.prepare(preset.main, role="main model", progress=progress, weight_format=main_format,
+                             cancel=cancel)
+    finally:
+        if preset.draft is not None:
+            worker.join()
+    if failed:
+        raise failed[0]
     if draft is not None and draft.path != main.path:
         check_same_tokenizer(main.path, draft.path, preset.name)
     return PreparedPair(

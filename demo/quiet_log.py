@@ -1,8 +1,10 @@
 """A terminal log a Space's log viewer can bear: a task's progress at most once every few
-seconds, never the same line twice in a row, and each task's duration when it ends.
+seconds, never the same line twice, and how long each task took.
 
 A task is a message without its trailing percentage ("converting main model to IR: 42%"
-belongs to "converting main model to IR"); a new task ends the one before.
+belongs to "converting main model to IR"). Two tasks may report at once (the draft is
+prepared beside the main model): each is rate-limited on its own. A task with percentages
+says its duration with its 100% line; one without says it when the next new task begins.
 """
 
 from __future__ import annotations
@@ -12,30 +14,37 @@ import threading
 import time
 from typing import Callable, Optional
 
-_PERCENT = re.compile(r"(?::\s*\d+(?:\.\d+)?%|…)\s*$")
+_PROGRESS = re.compile(r"(?::\s*\d+(?:\.\d+)?%|…)\s*$")
 
 
 class QuietLog:
     def __init__(self, write: Callable[[str], None], interval_s: float = 5.0,
                  clock: Callable[[], float] = time.monotonic):
         self.write, self.interval_s, self.clock = write, interval_s, clock
-        self._task: Optional[str] = None
-        self._started = self._printed = 0.0
-        self._last = ""
+        self._tasks: dict[str, dict] = {}   # task -> started, printed (time), last (message)
+        self._open: Optional[str] = None    # the latest task without percentages, not yet timed
         self._lock = threading.Lock()
 
     def __call__(self, message: str) -> None:
         with self._lock:
-            now, task = self.clock(), _PERCENT.sub("", message).strip()
-            if task != self._task:
-                self._end(now)
-                self._task, self._started = task, now
-            elif message == self._last or (now - self._printed < self.interval_s and not message.endswith("100%")):
+            now, task = self.clock(), _PROGRESS.sub("", message).strip()
+            state = self._tasks.get(task)
+            if state is None:
+                self._close(now)
+                self._tasks[task] = {"started": now, "printed": now, "last": message}
+                if not message.rstrip().endswith("%"):
+                    self._open = task
+                self.write(message)
                 return
-            self._printed, self._last = now, message
-            self.write(message)
+            finished = message.rstrip().endswith("100%")
+            if message == state["last"] or (now - state["printed"] < self.interval_s and not finished):
+                return
+            state.update(printed=now, last=message)
+            self.write(f"{message} ({now - state['started']:.1f} s)" if finished else message)
 
-    def _end(self, now: float) -> None:
-        # Only tasks that took a while: "ready" or a one-off sentence needs no duration.
-        if self._task is not None and now - self._started >= 1.0:
-            self.write(f"{self._task}: done in {now - self._started:.1f} s")
+    def _close(self, now: float) -> None:
+        if self._open is not None:
+            started = self._tasks[self._open]["started"]
+            if now - started >= 1.0:  # a one-off sentence needs no duration
+                self.write(f"{self._open}: done in {now - started:.1f} s")
+            self._open = None

@@ -54,10 +54,6 @@ class NativeConfig:
         return f"the {self.weight_format} {self.role} with {threads}"
 
 
-class Unusable(DemoError):
-    """A configuration recorded unusable on this machine; the message is the recorded sentence."""
-
-
 class SafetyRecord:
     def __init__(self, cache_dir: Path, machine_key: Optional[str] = None):
         if machine_key is None:
@@ -103,18 +99,30 @@ class NativeGuard:
     def __init__(self, record: SafetyRecord, target: str = "demo.safety:smoke_test",
                  timeout_s: float = SMOKE_TIMEOUT_S):
         self.record, self.target, self.timeout_s = record, target, timeout_s
-        self._lock = threading.Lock()
 
-    def check(self, config: NativeConfig, status: Callable[[str], None] = lambda m: None,
-              cancel: Optional[threading.Event] = None) -> dict:
-        """The configuration's record entry; raises Unusable when it crashes on this machine."""
-        with self._lock:  # two visitors asking at once run one smoke test
-            entry = self.record.get(config)
-            if entry is None:
-                entry = self.prove(config, status, cancel)
-        if entry["status"] == CRASHES:
-            raise Unusable(entry["detail"])
-        return entry
+    def check_all(self, configs: list[NativeConfig], status: Callable[[str], None] = lambda m: None) -> None:
+        """Prove every configuration never seen here, at once (each child compiles with its
+        own thread count, so two one-thread checks use two cores); what crashes is recorded."""
+        pending: dict[str, NativeConfig] = {}
+        for config in configs:  # a model drafting for itself is one configuration, named as the main
+            if self.record.get(config) is None:
+                pending.setdefault(config.key, config)
+        unknown = list(pending.values())
+        if len(unknown) <= 1:
+            for config in unknown:
+                self._check_quietly(config, status)
+            return
+        workers = [threading.Thread(target=self._check_quietly, args=(c, status), daemon=True) for c in unknown]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join()
+
+    def _check_quietly(self, config: NativeConfig, status) -> None:
+        try:
+            self.prove(config, status, None)
+        except DemoError as e:  # not a native crash (a missing file, say): the load reports it
+            status(str(e))
 
     def prove(self, config: NativeConfig, status, cancel) -> dict:
         status(f"checking once that OpenVINO runs {config.describe()} on this CPU")

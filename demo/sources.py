@@ -73,10 +73,17 @@ def _checkpoint(cancel: Optional[threading.Event], role: str) -> Callable[[], No
     return check
 
 
-def default_cache_dir() -> Path:
-    """$SPECDEC_CACHE_DIR, else $XDG_CACHE_HOME/speculative-arena, else ~/.cache/speculative-arena."""
+PERSISTENT_STORAGE = Path("/data")  # a Hugging Face Space's persistent storage, when it has some
+
+
+def default_cache_dir(persistent: Path = PERSISTENT_STORAGE) -> Path:
+    """$SPECDEC_CACHE_DIR; else <persistent>/speculative-arena when `persistent` (a Space's
+    /data) is a writable folder, so prepared models and the calibration survive a restart;
+    else $XDG_CACHE_HOME/speculative-arena, else ~/.cache/speculative-arena."""
     if os.environ.get(CACHE_ENV):
         return Path(os.environ[CACHE_ENV]).expanduser()
+    if persistent.is_dir() and os.access(persistent, os.W_OK | os.X_OK):
+        return persistent / "speculative-arena"
     base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
     return Path(base) / "speculative-arena"
 

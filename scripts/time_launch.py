@@ -1,39 +1,104 @@
-"""Time `python app.py` from start to "[arena] ready", printing every line it writes with
-the seconds since start (what BENCHMARKS.md's first-launch numbers come from).
+"""Time a first (or later) launch of `python app.py`: how long until a visitor's race gets
+its first token and finishes, and until the app says Ready (calibration included).
 
-    python scripts/time_launch.py CACHE_DIR [PORT]     # an empty CACHE_DIR times a first launch
+    python scripts/time_launch.py CACHE_DIR [--port 7860] [--json OUT.json] [--no-race]
 
-It stops the app once it says ready (or reports an error) and prints TOTAL.
+An empty CACHE_DIR times a first launch. Every line the app prints is echoed with the seconds
+since start. As soon as the page answers, a visitor (gradio_client) races a short prompt on
+the default pair; it waits in the app's queue like anyone. The script stops the app once it
+says ready (or an error), prints the times and the number of log lines, and writes them
+with the machine's CPU flags to --json.
 """
 
+import argparse
+import json
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
+import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from demo.machine import machine_info  # noqa: E402
+from demo.presets import load_presets  # noqa: E402
+
+PROMPT = "Write a Python function that checks whether a number is prime."
+
+
+def visitor(url: str, t0: float, times: dict, stop: threading.Event) -> None:
+    """Race once as soon as the page is up; note the first token and the end."""
+    from gradio_client import Client
+
+    while not stop.is_set():
+        try:
+            urllib.request.urlopen(url, timeout=2).read(1)
+            break
+        except OSError:
+            time.sleep(0.5)
+    if stop.is_set():
+        return
+    times["page_up_s"] = time.time() - t0
+    client = Client(url, verbose=False)
+    preset = load_presets().default
+    job = client.submit(PROMPT, preset, "CPU", "CPU", "draft model", 4, False, 0.4, 32, False, 0.7, 0.9, False,
+                        "race: both at once", api_name="/race")
+    while not job.done() and not stop.is_set():
+        outputs = job.outputs()
+        if outputs and "first_token_s" not in times and 'data-tokens="' in str(outputs[-1][1]):
+            times["first_token_s"] = time.time() - t0
+        time.sleep(0.2)
+    if job.done():
+        try:
+            job.result()
+            times["first_race_done_s"] = time.time() - t0
+        except Exception as e:  # the race's own error, reported, not fatal to the timing
+            times["first_race_error"] = str(e)[:200]
+    client.close()
 
 
 def main(argv: list[str]) -> int:
-    if not 1 <= len(argv) <= 2:
-        print(__doc__, file=sys.stderr)
-        return 2
-    cache, port = argv[0], argv[1] if len(argv) > 1 else "7860"
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("cache_dir")
+    ap.add_argument("--port", default="7860")
+    ap.add_argument("--json", type=Path)
+    ap.add_argument("--no-race", action="store_true", help="only time the log (no visitor)")
+    args = ap.parse_args(argv)
     t0 = time.time()
-    app = subprocess.Popen([sys.executable, "-u", str(ROOT / "app.py"), "--cache-dir", cache, "--port", port],
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    ready = False
+    app = subprocess.Popen([sys.executable, "-u", str(ROOT / "app.py"), "--cache-dir", args.cache_dir,
+                            "--port", args.port], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                           start_new_session=True)
+    times: dict = {}
+    stop = threading.Event()
+    if not args.no_race:
+        threading.Thread(target=visitor, args=(f"http://127.0.0.1:{args.port}/", t0, times, stop),
+                         daemon=True).start()
+    fresh = not any(Path(args.cache_dir).glob("models/*"))
+    lines, ready = 0, False
     try:
         for line in app.stdout:
+            lines += 1
             print(f"{time.time() - t0:7.1f}s {line.rstrip()[:200]}", flush=True)
             if line.strip().endswith("ready") or "error:" in line:
                 ready = line.strip().endswith("ready")
+                times["ready_s" if ready else "error_s"] = time.time() - t0
                 break
     finally:
-        print(f"TOTAL {time.time() - t0:.1f}s", flush=True)
+        stop.set()
         os.killpg(app.pid, signal.SIGTERM)
+    info = machine_info()
+    result = {**{k: round(v, 1) if isinstance(v, float) else v for k, v in times.items()}, "log_lines": lines,
+              "first_launch": fresh, "machine": info}
+    print(json.dumps({k: v for k, v in result.items() if k != "machine"}), flush=True)
+    print(f"CPU: {info['cpu_model']}; {' '.join(info['isa_flags'])}", flush=True)
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=1))
     return 0 if ready else 1
 
 

@@ -364,7 +364,7 @@ def test_race_curves_are_measured_sparsely_and_interpolated(result, monkeypatch)
     assert result["race_curve_measured_at"] == calibrate.sparse_points(list(range(1, K_MAX + 2)))
     asked = []
 
-    def measured(model, ms):
+    def measured(model, ms, repeats=None):
         asked.append(list(ms))
         return [0.010 * m * m for m in ms]  # a convex curve: interpolation must not equal it
 

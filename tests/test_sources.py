@@ -1089,3 +1089,21 @@ def test_a_full_disk_reported_by_openvino(tmp_path, monkeypatch):
     with pytest.raises(OSError) as other:
         store.prepare(spec)
     assert other.value.errno == errno.EIO
+
+
+def test_a_spaces_persistent_folder_holds_the_cache_when_writable(tmp_path, monkeypatch):
+    """/data (a Space's persistent storage) is used when it is a writable folder, so a restart
+    keeps the prepared models and the calibration; otherwise the home cache."""
+    from demo.sources import CACHE_ENV, default_cache_dir
+
+    monkeypatch.delenv(CACHE_ENV, raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "home-cache"))
+    data = tmp_path / "data"
+    assert default_cache_dir(data) == tmp_path / "home-cache" / "speculative-arena"  # no /data at all
+    data.write_text("not a folder")
+    assert default_cache_dir(data) == tmp_path / "home-cache" / "speculative-arena"
+    data.unlink()
+    data.mkdir()
+    assert default_cache_dir(data) == data / "speculative-arena"
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "chosen"))
+    assert default_cache_dir(data) == tmp_path / "chosen"
