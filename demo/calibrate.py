@@ -79,19 +79,18 @@ class Plan:
     """How much a calibration measures. The launch plan is what `python app.py` runs on a
     fresh machine before it says Ready: acceptance from the first main format's answers
     only (the others' agree within a few %: 95 % against 93 % on the embedded pair),
-    sparse curves everywhere, fewer rounds, and a real pipeline timed on one short answer."""
+    sparse curves everywhere, fewer rounds, and a real pipeline timed on one prompt."""
 
     name: str
     sparse_fair: bool = False
     repeats: int = REPEATS
     acceptance_per_main: bool = True
+    draft_repeats: int = DRAFT_REPEATS
     overhead_prompts: Optional[int] = None   # None: all the calibration prompts
-    overhead_new_tokens: Optional[int] = None  # None: as many as the prompts are answered with
 
 
 FULL = Plan("full")
-LAUNCH = Plan("launch", sparse_fair=True, repeats=3, acceptance_per_main=False, overhead_prompts=1,
-              overhead_new_tokens=64)
+LAUNCH = Plan("launch", sparse_fair=True, repeats=3, acceptance_per_main=False, draft_repeats=8, overhead_prompts=1)
 
 
 def launch_formats(isa_flags: Sequence[str]) -> tuple[list[str], list[str]]:
@@ -522,7 +521,8 @@ def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMA
     drafts = {}
     for fmt in draft_formats:
         measured = stages.run(f"draft:{fmt}", "measure_draft",
-                              {"folder": str(folders[("draft", fmt)]), "format": fmt, "threads": threads},
+                              {"folder": str(folders[("draft", fmt)]), "format": fmt, "threads": threads,
+                               "repeats": plan.draft_repeats},
                               what=f"measuring the draft model ({fmt})")
         if "fair" in measured["step_s"]:  # the draft's fair model also guesses along the answers
             drafts[fmt] = measured
@@ -594,7 +594,7 @@ def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMA
             "pair": list(pair), "main_folder": str(folders[("main", pair[0])]),
             "draft_folder": str(folders[("draft", pair[1])]),
             "texts": (texts if mode == "fair" else texts[:1])[:plan.overhead_prompts],
-            "max_new_tokens": plan.overhead_new_tokens or max_new_tokens, "threads": n, "ks": list(ks),
+            "max_new_tokens": max_new_tokens, "threads": n, "ks": list(ks),
             "predicted_step_s": {str(k): predict(m["verify_s"][mode], d["step_s"][mode], runs[pair], k)["step_s"]
                                  for k in ks},
             "one_token_s": m["verify_s"][mode][0]}, what=f"timing a real speculative pipeline ({mode} threads)")

@@ -49,7 +49,7 @@ def measure_draft(args: dict, send) -> dict:
         announce(send, config)
         model = c.StatefulModel(Path(args["folder"]), threads)
         try:
-            out["step_s"][mode] = c.step_costs(model, [1], repeats=c.DRAFT_REPEATS)[0]
+            out["step_s"][mode] = c.step_costs(model, [1], repeats=args.get("repeats", c.DRAFT_REPEATS))[0]
             out["memory_bytes"] = max(out["memory_bytes"], model.memory)
         finally:
             model.close()

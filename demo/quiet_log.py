@@ -23,12 +23,16 @@ class QuietLog:
         self.write, self.interval_s, self.clock = write, interval_s, clock
         self._tasks: dict[str, dict] = {}   # task -> started, printed (time), last (message)
         self._open: Optional[str] = None    # the latest task without percentages, not yet timed
+        self._latest: Optional[str] = None  # the task of the message before
         self._lock = threading.Lock()
 
     def __call__(self, message: str) -> None:
         with self._lock:
             now, task = self.clock(), _PROGRESS.sub("", message).strip()
             state = self._tasks.get(task)
+            if state is not None and task != self._latest and state["last"] == message and not message.endswith("%"):
+                state = None  # the same step again later (a reload after calibration): a new occurrence
+            self._latest = task
             if state is None:
                 self._close(now)
                 self._tasks[task] = {"started": now, "printed": now, "last": message}

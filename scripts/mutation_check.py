@@ -257,6 +257,38 @@ MUTATIONS = [
         "    if options.threads is not None:",
         ("tests/test_fairness.py::test_a_gpu_draft_gets_no_cpu_properties_and_the_cpu_is_split_between_the_two_mains",),
     ),
+    Mutation(
+        "arena: the race's thread choice ignores a recorded crash",
+        "a race compiles a configuration that crashed OpenVINO here, and the app dies",
+        "demo/arena.py",
+        "            if not unusable:\n                return n",
+        "            if True:\n                return n",
+        ("tests/test_native_safety.py::test_a_race_survives_a_crashing_thread_count_and_a_restart_never_tries_it_again",),
+    ),
+    Mutation(
+        "calibration: stages are not told what crashed",
+        "calibration compiles the crashing configuration again after each crash",
+        "demo/calibration_stages.py",
+        '{**args, "unusable": self.unusable()}',
+        '{**args, "unusable": []}',
+        ("tests/test_native_safety.py::test_calibration_skips_a_crashing_format_and_resumes_after_an_interruption",),
+    ),
+    Mutation(
+        "calibration: finished stages are not reused",
+        "a restart mid-calibration measures everything again",
+        "demo/calibration_stages.py",
+        "        if name in self.done:",
+        "        if False:",
+        ("tests/test_native_safety.py::test_calibration_skips_a_crashing_format_and_resumes_after_an_interruption",),
+    ),
+    Mutation(
+        "quiet log: repeated lines printed",
+        "a Space's log repeats the same progress line hundreds of times",
+        "demo/quiet_log.py",
+        '            if message == state["last"] or (now - state["printed"] < self.interval_s and not finished):',
+        '            if now - state["printed"] < self.interval_s and not finished:',
+        ("tests/test_native_safety.py::test_the_log_prints_progress_sparingly_and_each_tasks_duration",),
+    ),
 ]
 
 
