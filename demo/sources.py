@@ -321,8 +321,15 @@ class ModelStore:
             gguf_path = work / "model.gguf"
             os.symlink(src.resolve(), gguf_path)
         checkpoint()
-        _record_context_length(gguf_path, work)
-        _gguf_to_ir(gguf_path, role, progress, checkpoint)
+        # gguf-py parses the whole header in Python (seconds for a 1.1 GB file): beside the
+        # conversion, which runs in a child, not before it.
+        reader = threading.Thread(target=_record_context_length, args=(gguf_path, work), daemon=True)
+        reader.start()
+        try:
+            _gguf_to_ir(gguf_path, role, progress, checkpoint)
+        finally:
+            reader.join()
+        gguf_path.unlink(missing_ok=True)  # the IR holds everything now; the GGUF would only double the disk use
         checkpoint()
 
     # -- a full disk --------------------------------------------------------------------
@@ -611,7 +618,6 @@ def _gguf_to_ir(gguf_path: Path, role: str, progress: Progress, checkpoint: Call
             f"OpenVINO GenAI could not read the {role} GGUF ({str(e)[:200]}); it supports llama/qwen2/qwen3 "
             "with Q4_0, Q4_1, Q8_0, Q4_K, Q6_K, F16, BF16 or F32 tensors (set requantize: true for others)."
         ) from None
-    gguf_path.unlink()  # the IR holds everything now; the GGUF would only double the disk use
     progress(stage, 1, 1)
 
 
