@@ -17,15 +17,15 @@ from typing import Callable, Iterator, Optional, Union
 
 from . import placement
 from .admission import Admission, Cancelled
-from .safety import NativeConfig, NativeGuard, SafetyRecord
 from .errors import DemoError
 from .explain import Explanation, explain
 from .metrics import SideStats, acceptance_rate, equality_verdict, side_stats, speedup
 from .prepare import PreparedPair, prepare_preset
 from .presets import ExportSource, HubSource, PresetFile, load_presets
 from .race import ChunkEvent, DoneEvent, StartEvent, race, sequential
+from .safety import NativeConfig, NativeGuard, SafetyRecord
 from .settings import (
-    MAX_PROMPT_CHARS, GenerationSettings, Mode, PipelineOptions, cpu_cores, race_threads,
+    MAX_PROMPT_CHARS, GenerationSettings, Mode, PipelineOptions, cpu_cores,
 )
 from .sources import ModelStore
 from .streaming import BASELINE, SPECULATIVE
@@ -379,7 +379,7 @@ class Arena:
         t.start()
         return t
 
-    def _launch_calibration(self, preset):
+    def _launch_calibration(self) -> dict:
         """The formats and plan of the calibration a launch runs (calibrate.LAUNCH)."""
         from . import calibrate
         from .machine import machine_info
@@ -395,7 +395,7 @@ class Arena:
         preset = self.presets.get(request.preset)
         if preset.draft is None or calibrate.load_cached(self.store, preset) is not None:
             return
-        plan = self._launch_calibration(preset)
+        plan = self._launch_calibration()
 
         def convert():
             try:
@@ -422,7 +422,7 @@ class Arena:
             report(f"calibrating: {message}")
 
         # Converting weights takes minutes and needs no quiet machine: visitors race meanwhile.
-        plan = self._launch_calibration(preset)
+        plan = self._launch_calibration()
         calibrate.prepare_candidates(preset, self.store, plan["main_formats"], plan["draft_formats"],
                                      report=converting)
 

@@ -33,7 +33,6 @@ and reused.
 from __future__ import annotations
 
 import argparse
-import functools
 import hashlib
 import json
 import sys

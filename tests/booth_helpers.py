@@ -91,7 +91,13 @@ def another_page(page, url: str, viewport=(1400, 1300)):
 
 
 def wait_ready(page) -> None:
-    page.wait_for_function("() => document.querySelector('#status')?.innerText.includes('Ready')", timeout=180_000)
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    try:
+        page.wait_for_function("() => document.querySelector('#status')?.innerText.includes('Ready')",
+                               timeout=180_000)
+    except PlaywrightTimeout:  # say what the page said instead
+        raise AssertionError(f"the page never said Ready; its status line: {page.inner_text('#status')!r}") from None
 
 
 def open_tab(page, label: str) -> None:
