@@ -28,6 +28,9 @@ and every configuration is predicted again with it before choosing (among those 
 fastest, the one with the largest speedup over its own main model). Results are cached
 per machine fingerprint (CPU, ISA flags, cores, RAM, OpenVINO version, model checksums)
 and reused.
+
+Every measurement runs in a child process, one saved stage at a time
+(demo.calibration_stages): a native crash skips its configuration, a restart resumes.
 """
 
 from __future__ import annotations

@@ -29,8 +29,10 @@ def require_browser() -> None:
 def scratch_cache(session_store, folder: Path) -> Path:
     """A cache folder of its own that shares the session's prepared models."""
     folder.mkdir(parents=True, exist_ok=True)
-    for name in ("models", "calibration"):
+    for name in ("models", "calibration", "safety"):  # safety: the configurations proven on this machine
         shared = Path(session_store.cache_dir) / name
+        if name == "safety":
+            shared.mkdir(parents=True, exist_ok=True)
         if shared.exists() and not (folder / name).exists():
             (folder / name).symlink_to(shared.resolve(), target_is_directory=True)
     return folder
