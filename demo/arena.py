@@ -449,7 +449,7 @@ class Arena:
 
     def skipped_configurations(self) -> list[str]:
         """Sentences for the configurations OpenVINO crashed on here (demo.safety), for the page."""
-        return sorted({entry["detail"] for entry in self.guard.record.all().values() if entry.get("status") == "crashes"})
+        return sorted({entry["detail"] for entry in self.guard.record.crashes().values()})
 
     def default_assistant_tokens(self, preset_name: Optional[str], mode: str = "race") -> int:
         """K for a preset: this machine's calibrated choice if it has one, else models.yaml's."""

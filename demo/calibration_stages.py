@@ -147,12 +147,10 @@ class StageRunner:
 
     def skipped(self, folders: list) -> list[str]:
         """The recorded sentences of configurations of these model folders that crashed here."""
-        names = {Path(f).name for f in folders}
-        return sorted({e["detail"] for key, e in self.record.all().items()
-                       if e.get("status") == CRASHES and key.split("|")[0] in names})
+        return sorted({e["detail"] for e in self.record.crashes(folders).values()})
 
     def unusable(self) -> list[str]:
-        return [key for key, entry in self.record.all().items() if entry.get("status") == CRASHES]
+        return list(self.record.crashes())
 
     def run(self, name: str, function: str, args: dict, what: str) -> dict:
         if name in self.done:

@@ -73,9 +73,6 @@ class SafetyRecord:
     def get(self, config: NativeConfig) -> Optional[dict]:
         return self._read().get(config.key)
 
-    def all(self) -> dict:
-        return self._read()
-
     def put(self, config: NativeConfig, status: str, detail: str, ms_per_token: Optional[float] = None) -> None:
         with self._lock:
             data = self._read()
@@ -86,6 +83,12 @@ class SafetyRecord:
             tmp = self.path.with_suffix(f".{os.getpid()}.tmp")
             tmp.write_text(json.dumps(data, indent=1))
             tmp.replace(self.path)
+
+    def crashes(self, folders: Optional[list] = None) -> dict:
+        """{key: entry} of every configuration that crashed here (of these model folders)."""
+        names = None if folders is None else {Path(f).name for f in folders}
+        return {key: e for key, e in self._read().items()
+                if e.get("status") == CRASHES and (names is None or key.split("|")[0] in names)}
 
     def unusable(self, config: NativeConfig) -> Optional[str]:
         """The recorded sentence when `config` crashed here, else None."""
@@ -107,12 +110,8 @@ class NativeGuard:
         for config in configs:  # a model drafting for itself is one configuration, named as the main
             if self.record.get(config) is None:
                 pending.setdefault(config.key, config)
-        unknown = list(pending.values())
-        if len(unknown) <= 1:
-            for config in unknown:
-                self._check_quietly(config, status)
-            return
-        workers = [threading.Thread(target=self._check_quietly, args=(c, status), daemon=True) for c in unknown]
+        workers = [threading.Thread(target=self._check_quietly, args=(c, status), daemon=True)
+                   for c in pending.values()]
         for w in workers:
             w.start()
         for w in workers:
