@@ -3,7 +3,9 @@ seconds, never the same line twice, and how long each task took.
 
 A task is a message without its trailing percentage ("converting main model to IR: 42%"
 belongs to "converting main model to IR"). Two tasks may report at once (the draft is
-prepared beside the main model): each is rate-limited on its own. A task with percentages
+prepared beside the main model): each is rate-limited on its own, and two tasks that take
+turns (one waiting on the other's prepare) never reprint their lines: an identical line
+comes back only as a new occurrence of its step, at least `repeat_s` later. A task with percentages
 says its duration with its 100% line; one without says it when the next new task begins.
 """
 
@@ -19,8 +21,8 @@ _PROGRESS = re.compile(r"(?::\s*\d+(?:\.\d+)?%|…)\s*$")
 
 class QuietLog:
     def __init__(self, write: Callable[[str], None], interval_s: float = 5.0,
-                 clock: Callable[[], float] = time.monotonic):
-        self.write, self.interval_s, self.clock = write, interval_s, clock
+                 clock: Callable[[], float] = time.monotonic, repeat_s: float = 30.0):
+        self.write, self.interval_s, self.clock, self.repeat_s = write, interval_s, clock, repeat_s
         self._tasks: dict[str, dict] = {}   # task -> started, printed (time), last (message)
         self._open: Optional[str] = None    # the latest task without percentages, not yet timed
         self._latest: Optional[str] = None  # the task of the message before
@@ -30,7 +32,8 @@ class QuietLog:
         with self._lock:
             now, task = self.clock(), _PROGRESS.sub("", message).strip()
             state = self._tasks.get(task)
-            if state is not None and task != self._latest and state["last"] == message and not message.endswith("%"):
+            if (state is not None and task != self._latest and state["last"] == message and not message.endswith("%")
+                    and now - state["printed"] >= self.repeat_s):
                 state = None  # the same step again later (a reload after calibration): a new occurrence
             self._latest = task
             if state is None:

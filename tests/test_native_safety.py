@@ -195,20 +195,26 @@ def test_the_log_prints_progress_sparingly_and_each_tasks_duration():
     for k in range(13):  # the same line over 6 s, past the progress interval: still printed once
         now[0] = 30.0 + 0.5 * k
         log("unpacking main model GGUF weights to f16…")
+    for k in range(40):  # two tasks taking turns, one waiting for the other's prepare: each line once
+        now[0] = 36.5 + 0.05 * k
+        log("waiting for another prepare of the draft model…" if k % 2 else "assembling draft model from 6 packages")
     now[0] = 40.0
     log("loading the baseline pipeline (main model)")
-    now[0] = 44.0
+    now[0] = 74.0
     log("fastest main alone: int4_sym at 17.1 tok/s")
     log("loading the baseline pipeline (main model)")  # the reload after calibration is shown again
-    now[0] = 50.0
+    now[0] = 80.0
     log("ready")
     assert lines[:2] == ["rewriting draft model tensors as Q4_0: 0%", "assembling main model from 22 packages: 0%"]
     assert "rewriting draft model tensors as Q4_0: 100% (30.0 s)" in lines
     assert "assembling main model from 22 packages: 100% (30.0 s)" in lines
-    assert lines[-8:] == ["unpacking main model GGUF weights to f16…",
-                          "unpacking main model GGUF weights to f16: done in 10.0 s",
+    assert lines[-11:] == ["unpacking main model GGUF weights to f16…",
+                          "unpacking main model GGUF weights to f16: done in 6.5 s",
+                          "assembling draft model from 6 packages",
+                          "waiting for another prepare of the draft model…",
+                          "waiting for another prepare of the draft model: done in 3.5 s",
                           "loading the baseline pipeline (main model)",
-                          "loading the baseline pipeline (main model): done in 4.0 s",
+                          "loading the baseline pipeline (main model): done in 34.0 s",
                           "fastest main alone: int4_sym at 17.1 tok/s",
                           "loading the baseline pipeline (main model)",
                           "loading the baseline pipeline (main model): done in 6.0 s",
