@@ -350,8 +350,6 @@ class Arena:
 
         def body():
             self.startup.update("preparing", "preparing the default model pair")
-            if calibrate:
-                self._convert_candidates_early(request, report)
             try:
                 for message in self.load_with_status(request):
                     self.startup.update("preparing", message)
@@ -387,25 +385,6 @@ class Arena:
         main, draft = calibrate.launch_formats(machine_info()["isa_flags"])
         return {"main_formats": main, "draft_formats": draft, "plan": calibrate.LAUNCH}
 
-    def _convert_candidates_early(self, request: RaceRequest, report: Callable[[str], None]) -> None:
-        """Start converting the launch calibration's formats now, beside the default pair's
-        prepare and load (at low priority: those come first), unless it was calibrated."""
-        from . import calibrate
-
-        preset = self.presets.get(request.preset)
-        if preset.draft is None or calibrate.load_cached(self.store, preset) is not None:
-            return
-        plan = self._launch_calibration()
-
-        def convert():
-            try:
-                calibrate.prepare_candidates(preset, self.store, plan["main_formats"], plan["draft_formats"],
-                                             report=lambda m: report(f"calibrating: {m}"))
-            except DemoError as e:  # the calibration itself will try again and say why
-                report(f"calibrating: {e}")
-
-        threading.Thread(target=convert, name="convert-candidates", daemon=True).start()
-
     def _calibrate_once(self, request: RaceRequest, report: Callable[[str], None]) -> bool:
         """Calibrate the default preset on this machine unless a result is cached (True if
         it calibrated now). Each measuring stage takes the CPU in its own admission slot, so
@@ -415,6 +394,7 @@ class Arena:
         preset = self.presets.get(request.preset)
         if preset.draft is None or calibrate.load_cached(self.store, preset) is not None:
             return False
+        report("the default pair is warm: races run now; measuring this machine once before Ready")
 
         def converting(message: str) -> None:
             self.startup.update("preparing", f"preparing weight formats to measure this machine (races run "
@@ -422,6 +402,8 @@ class Arena:
             report(f"calibrating: {message}")
 
         # Converting weights takes minutes and needs no quiet machine: visitors race meanwhile.
+        # It starts once the default pair is warm: on 2 cores, a conversion beside the pair's
+        # prepare and load delayed the first race.
         plan = self._launch_calibration()
         calibrate.prepare_candidates(preset, self.store, plan["main_formats"], plan["draft_formats"],
                                      report=converting)

@@ -3,7 +3,8 @@ seconds, never the same line twice, and how long each task took.
 
 A task is a message without its trailing percentage ("converting main model to IR: 42%"
 belongs to "converting main model to IR"). Two tasks may report at once (the draft is
-prepared beside the main model): each is rate-limited on its own, and two tasks that take
+prepared beside the main model): each is rate-limited on its own, a duration is measured
+within its stream (a one-word prefix such as "calibrating: "), not across streams, and two tasks that take
 turns (one waiting on the other's prepare) never reprint their lines: an identical line
 comes back only as a new occurrence of its step, at least `repeat_s` later. A task with percentages
 says its duration with its 100% line; one without says it when the next new task begins.
@@ -24,7 +25,7 @@ class QuietLog:
                  clock: Callable[[], float] = time.monotonic, repeat_s: float = 30.0):
         self.write, self.interval_s, self.clock, self.repeat_s = write, interval_s, clock, repeat_s
         self._tasks: dict[str, dict] = {}   # task -> started, printed (time), last (message)
-        self._open: Optional[str] = None    # the latest task without percentages, not yet timed
+        self._open: dict[str, str] = {}     # stream -> its latest task without percentages, not yet timed
         self._latest: Optional[str] = None  # the task of the message before
         self._lock = threading.Lock()
 
@@ -37,10 +38,11 @@ class QuietLog:
                 state = None  # the same step again later (a reload after calibration): a new occurrence
             self._latest = task
             if state is None:
-                self._close(now)
+                stream = _stream(task)
+                self._close(now, stream)
                 self._tasks[task] = {"started": now, "printed": now, "last": message}
                 if not message.rstrip().endswith("%"):
-                    self._open = task
+                    self._open[stream] = task
                 self.write(message)
                 return
             finished = message.rstrip().endswith("100%")
@@ -49,9 +51,16 @@ class QuietLog:
             state.update(printed=now, last=message)
             self.write(f"{message} ({now - state['started']:.1f} s)" if finished else message)
 
-    def _close(self, now: float) -> None:
-        if self._open is not None:
-            started = self._tasks[self._open]["started"]
+    def _close(self, now: float, stream: str) -> None:
+        task = self._open.pop(stream, None)
+        if task is not None:
+            started = self._tasks[task]["started"]
             if now - started >= 1.0:  # a one-off sentence needs no duration
-                self.write(f"{self._open}: done in {now - started:.1f} s")
-            self._open = None
+                self.write(f"{task}: done in {now - started:.1f} s")
+
+
+def _stream(task: str) -> str:
+    """ "calibrating: measuring …" belongs to the stream "calibrating"; a plain step, or a
+    sentence such as "fastest main alone: …", to ""."""
+    head, sep, _ = task.partition(": ")
+    return head if sep and " " not in head else ""

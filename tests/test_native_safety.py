@@ -221,3 +221,23 @@ def test_the_log_prints_progress_sparingly_and_each_tasks_duration():
                           "ready"]
     assert len(lines) <= 25, lines
     assert len(lines) - len(set(lines)) == 1, "only the reload's line may appear twice"
+
+
+def test_the_log_times_each_stream_on_its_own():
+    """Calibration's steps run beside the pair's load: a calibration line does not end the
+    load's step, so each duration belongs to the step that took it."""
+    lines, now = [], [0.0]
+    log = QuietLog(lines.append, clock=lambda: now[0])
+    log("warming up both pipelines")
+    now[0] = 1.0
+    log("calibrating: unpacking main model GGUF weights to f16")
+    now[0] = 18.0
+    log("calibrating: measuring the draft model (gguf, fair threads)")
+    now[0] = 20.0
+    log("ready for races")
+    assert lines == ["warming up both pipelines",
+                     "calibrating: unpacking main model GGUF weights to f16",
+                     "calibrating: unpacking main model GGUF weights to f16: done in 17.0 s",
+                     "calibrating: measuring the draft model (gguf, fair threads)",
+                     "warming up both pipelines: done in 20.0 s",
+                     "ready for races"]
