@@ -268,6 +268,7 @@ class PipelineCache:
         self.max_pairs = max_pairs  # entries, whether pairs or single sides
         self._pairs: "OrderedDict[tuple[PairKey, tuple], dict[str, OpenVINORunner]]" = OrderedDict()
         self._sizes: dict[tuple[PairKey, tuple], int] = {}  # measured bytes per loaded (or once loaded) entry
+        self._in_turn: set[PairKey] = set()  # pairs that were loaded one side at a time
         self._lock = threading.Lock()
 
     @staticmethod
@@ -309,8 +310,16 @@ class PipelineCache:
         """Whether a pair fits only one side at a time: both sides together exceed the
         budget, each alone does not. OpenVINO GenAI cannot run a speculative pipeline
         without drafting (a request with neither K nor a threshold gets K=5), so the fair
-        mode cannot share one pipeline; loading in turn needs the same memory."""
-        return not self.fits(key) and all(self.fits(key, (side,)) for side in SIDES)
+        mode cannot share one pipeline; loading in turn needs the same memory.
+
+        Once a pair was found to load in turn it stays so: the sizes measured as its sides
+        load differ from the estimate, and what the page says must be what really ran."""
+        if key in self._in_turn:
+            return True
+        if not self.fits(key) and all(self.fits(key, (side,)) for side in SIDES):
+            self._in_turn.add(key)
+            return True
+        return False
 
     def get(self, main: Path, draft: Optional[Path], method: str, options: PipelineOptions,
             status: Callable[[str], None] = lambda msg: None) -> dict[str, OpenVINORunner]:
