@@ -394,7 +394,7 @@ class Arena:
         preset = self.presets.get(request.preset)
         if preset.draft is None or calibrate.load_cached(self.store, preset) is not None:
             return False
-        report("the default pair is warm: races run now; measuring this machine once before Ready")
+        report("calibrating: the default pair is warm and races run now; measuring this machine once before Ready")
 
         def converting(message: str) -> None:
             self.startup.update("preparing", f"preparing weight formats to measure this machine (races run "
