@@ -2,6 +2,7 @@
 # The one test command: installs everything the tests need on a fresh Debian/Ubuntu
 # machine with Python 3.11+, then runs the whole suite. Arguments go to pytest.
 #   bash scripts/test.sh                 # everything
+#   bash scripts/test.sh --fast          # the quick tier (pytest -m fast), under 4 minutes
 #   bash scripts/test.sh -m "not slow"   # skip the embedded Qwen pair tier
 # Running it again reuses the venv, the installed packages and the prepared models.
 set -euo pipefail
@@ -44,4 +45,8 @@ export SPECDEC_CACHE_DIR="${SPECDEC_CACHE_DIR:-$PWD/.cache-test}"
 export GRADIO_ANALYTICS_ENABLED=False HF_HUB_DISABLE_TELEMETRY=1 HF_HUB_OFFLINE=1
 
 if [ "${SPECDEC_INSTALL_ONLY:-}" = 1 ]; then exit 0; fi
-exec python -m pytest "$@"
+args=()
+for a in "$@"; do
+  if [ "$a" = --fast ]; then args+=(-m fast); else args+=("$a"); fi
+done
+exec python -m pytest ${args[@]+"${args[@]}"}

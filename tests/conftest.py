@@ -12,14 +12,33 @@ from pathlib import Path
 import pytest
 
 from demo.presets import load_presets
+from tests.ci_skips import in_ci
 from demo.sources import CACHE_ENV, ModelStore
 
+# With CI=true a skip is a failure (tests/ci_skips.py).
+pytest_plugins = ["tests.ci_skips"]
+
 SMOLLM2 = "smollm2-self-draft"
+
+# The quick tier (`bash scripts/test.sh --fast`, or pytest -m fast): pure logic with fakes,
+# plus real SmolLM2 inference for streaming, Stop, exact mode and escaping through the page;
+# under 4 minutes on 2 cores once the fixture is prepared.
+FAST = (
+    "tests/test_race_logic.py", "tests/test_render.py", "tests/test_presets.py", "tests/test_admission.py",
+    "tests/test_scoreboard.py", "tests/test_recording.py", "tests/test_serve_units.py", "tests/test_explain.py",
+    "tests/test_layers.py", "tests/test_ci_skips.py", "tests/test_app.py",
+    "tests/test_native_safety.py::test_the_log",
+    "tests/test_engine.py::test_race_streams", "tests/test_engine.py::test_metrics_are_sane",
+    "tests/test_engine.py::test_exact_mode", "tests/test_engine.py::test_cancel_stops",
+    "tests/test_engine.py::test_missing_device", "tests/test_engine.py::test_arena_reports_status",
+)
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if item.nodeid.startswith(FAST):
+            item.add_marker(pytest.mark.fast)
 INSTALL_ALL = "`bash scripts/test.sh` installs everything the tests need"
-
-
-def in_ci() -> bool:
-    return os.environ.get("CI", "").strip().lower() in ("true", "1", "yes")
 
 
 def require(condition: object, what_to_install: str) -> None:

@@ -13,6 +13,8 @@ import pytest
 
 from tests.conftest import SMOLLM2, has_module, require
 
+pytestmark = pytest.mark.serve
+
 require(has_module("ray") and has_module("ray.serve"),
         "Ray Serve for the cluster tests: pip install -r requirements-serve.txt")
 
