@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -385,6 +386,8 @@ def main(argv=None) -> int:
                 else:
                     rc, out = run_tests(dest, m.tests)
                     result = {0: "SURVIVED", 1: "killed"}.get(rc, "timeout" if rc == -1 else f"ERROR (pytest exit {rc})")
+                    if rc is not None and rc < -1 and re.search(r"\b\d+ failed\b", out):
+                        result = "killed"  # a test failed, then the process died at exit (a pipeline still generating)
                 took = time.perf_counter() - t0
                 if result != "killed":
                     bad += 1

@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 
 from demo.presets import load_presets
-from tests.ci_skips import in_ci
+
+pytest.register_assert_rewrite("tests.ci_skips")  # a plugin (below) that conftest also imports
+from tests.ci_skips import in_ci  # noqa: E402
 from demo.sources import CACHE_ENV, ModelStore
 
 # With CI=true a skip is a failure (tests/ci_skips.py).
