@@ -12,12 +12,13 @@ os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 import argparse
 import sys
 
-from demo.arena import Arena
-from demo.errors import run_command
-from demo.quiet_log import QuietLog
-from demo.render import CSS
-from demo.ui import THEME, build_demo
-from demo.web import CSS as BOOTH_CSS, Booth
+from demo.engine.arena import Arena
+from demo.core.errors import run_command
+from demo.core.quiet_log import QuietLog
+from demo.web.render import CSS
+from demo.web.ui import THEME, build_demo
+from demo.web.booth import Booth
+from demo.web.style import CSS as BOOTH_CSS
 
 # Gradio's queue holds races and benchmarks only (light events skip it); past this many
 # waiting, a visitor is told the queue is full. The engine itself runs one at a time.

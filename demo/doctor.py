@@ -6,7 +6,7 @@
 Each format × thread count of the main and draft models is compiled and run (a 100-token
 prefill, then a few decoding steps) in a child process, so a crash in OpenVINO's native code
 (SIGFPE, SIGSEGV) or a hang is reported here instead of taking anything down. The results
-go to this machine's safety record (demo.safety), which the app and calibration read: a
+go to this machine's safety record (demo.engine.safety), which the app and calibration read: a
 configuration that crashes is never used. Formats not prepared yet are listed as such
 unless --prepare converts them first (minutes each).
 """
@@ -18,8 +18,8 @@ import sys
 from pathlib import Path
 from typing import Optional
 
-from .errors import DemoError, run_command
-from .safety import CRASHES, TOO_SLOW, WORKS, NativeConfig, NativeGuard, SafetyRecord
+from .core.errors import DemoError, run_command
+from .engine.safety import CRASHES, TOO_SLOW, WORKS, NativeConfig, NativeGuard, SafetyRecord
 
 LABELS = {WORKS: "works", CRASHES: "crashes", TOO_SLOW: "too slow"}
 
@@ -41,7 +41,7 @@ def thread_counts(text: str, cores: int) -> list[Optional[int]]:
 def diagnose(preset, store, formats: list[str], threads: list[Optional[int]], prepare: bool = False,
              report=lambda m: None, guard: Optional[NativeGuard] = None) -> list[dict]:
     """One row per role × format × thread count: status, ms per token, the sentence."""
-    from .formats import FORMATS
+    from .models.formats import FORMATS
 
     guard = guard or NativeGuard(SafetyRecord(store.cache_dir))
     rows = []
@@ -69,7 +69,7 @@ def diagnose(preset, store, formats: list[str], threads: list[Optional[int]], pr
 
 
 def _has_formats(spec) -> bool:
-    from .sources import has_formats
+    from .models.sources import has_formats
 
     return has_formats(spec)
 
@@ -85,7 +85,7 @@ def table(rows: list[dict]) -> str:
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    from .settings import cpu_cores
+    from .core.settings import cpu_cores
 
     ap = argparse.ArgumentParser(prog="python -m demo.doctor", description=__doc__.split("\n")[0])
     ap.add_argument("--preset", help="preset name (default: models.yaml's default)")
@@ -98,9 +98,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     args = ap.parse_args(argv)
 
     def body() -> int:
-        from .machine import machine_info
-        from .presets import load_presets
-        from .sources import ModelStore
+        from .core.machine import machine_info
+        from .models.presets import load_presets
+        from .models.sources import ModelStore
 
         preset = load_presets(args.models).get(args.preset)
         store = ModelStore(args.cache_dir)

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from demo.presets import load_presets
-from demo.sources import CACHE_ENV, ModelStore
+from demo.models.presets import load_presets
+from demo.models.sources import CACHE_ENV, ModelStore
 
 SMOLLM2 = "smollm2-self-draft"
 INSTALL_ALL = "`bash scripts/test.sh` installs everything the tests need"
@@ -99,7 +99,7 @@ def engine_runs():
     import time
     from types import SimpleNamespace
 
-    from demo.pipelines import OpenVINORunner
+    from demo.engine.pipelines import OpenVINORunner
 
     runs: list = []
     real_run = OpenVINORunner.run

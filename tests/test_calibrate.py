@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from demo import calibrate
-from demo.errors import DemoError
+from demo.calibrate import calibration as calibrate
+from demo.core.errors import DemoError
 
 K_MAX = 4
 PROMPT = "Write a Python function that reverses a string."
@@ -42,9 +42,9 @@ def test_acceptance_comes_from_the_real_answer(result):
 def test_tokens_per_step_match_a_real_speculative_run(result, presets, session_store):
     """The counted τ(K) against OpenVINO's own count: a speculative pipeline with the int4
     draft, K=3, on the same prompt; its greedy tokens and main-model calls."""
-    from demo.pipelines import PipelineCache
-    from demo.settings import GenerationSettings, PipelineOptions
-    from demo.streaming import SPECULATIVE
+    from demo.engine.pipelines import PipelineCache
+    from demo.core.settings import GenerationSettings, PipelineOptions
+    from demo.core.streaming import SPECULATIVE
 
     spec = presets.get("smollm2-self-draft")
     main = session_store.prepare(spec.main, "main model", weight_format="gguf").path
@@ -148,7 +148,7 @@ def test_result_is_cached_per_machine_and_reused(result, presets, session_store)
 
 
 def test_format_auto_resolves_to_the_calibrated_choice(result, presets, session_store):
-    from demo import formats
+    from demo.models import formats
 
     spec = presets.get("smollm2-self-draft").main
     assert formats.resolve_auto_format(spec, "main model", session_store) == result["choice"]["race"]["main_format"]
@@ -200,8 +200,8 @@ def test_fair_mode_runs_on_the_fair_choice_where_models_yaml_says_auto(presets, 
     """A calibration whose two modes chose differently: a fair request gets the fair
     formats and K, a race the race's; a request naming formats keeps its own. No model
     is loaded: the choice is read from the cached file."""
-    from demo.arena import Arena, RaceRequest
-    from demo.sources import ModelStore
+    from demo.engine.arena import Arena, RaceRequest
+    from demo.models.sources import ModelStore
 
     store = ModelStore(tmp_path)
     preset = presets.get("qwen2.5-coder-embedded")
@@ -251,9 +251,9 @@ def test_startup_calibrates_once_then_loads_the_chosen_formats(session_store, sm
     before saying Ready, so the first visitor does not wait; a second start calibrates not."""
     import yaml
 
-    from demo.arena import Arena, RaceRequest
-    from demo.presets import DEFAULT_MODELS_YAML, load_presets
-    from demo.sources import ModelStore
+    from demo.engine.arena import Arena, RaceRequest
+    from demo.models.presets import DEFAULT_MODELS_YAML, load_presets
+    from demo.models.sources import ModelStore
 
     raw = yaml.safe_load(DEFAULT_MODELS_YAML.read_text())
     fixture = raw["presets"]["smollm2-self-draft"]
@@ -301,7 +301,7 @@ def test_a_busy_machine_is_noticed():
     import subprocess
     import sys
 
-    from demo.settings import cpu_cores
+    from demo.core.settings import cpu_cores
 
     spinner = subprocess.Popen([sys.executable, "-c", "import time\nt = time.time()\nwhile time.time() - t < 3: pass"])
     try:

@@ -14,11 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from demo import arena as arena_module
-from demo import calibrate, isolation
-from demo.errors import DemoError
-from demo.quiet_log import QuietLog
-from demo.safety import NativeConfig, NativeGuard, SafetyRecord
+from demo.engine import arena as arena_module
+from demo.calibrate import calibration as calibrate
+from demo.core import isolation
+from demo.core.errors import DemoError
+from demo.core.quiet_log import QuietLog
+from demo.engine.safety import NativeConfig, NativeGuard, SafetyRecord
 
 from .conftest import SMOLLM2, _free_port
 
@@ -76,9 +77,9 @@ def crash_one_thread(monkeypatch, tmp_path, smollm2_ir):
 
 
 def arena_on(cache: Path, presets):
-    from demo.arena import Arena
-    from demo.pipelines import PipelineCache
-    from demo.sources import ModelStore
+    from demo.engine.arena import Arena
+    from demo.engine.pipelines import PipelineCache
+    from demo.models.sources import ModelStore
 
     store = ModelStore(cache)
     guard = NativeGuard(SafetyRecord(cache), target=f"{STAND_INS}:smoke_test")
@@ -86,9 +87,9 @@ def arena_on(cache: Path, presets):
 
 
 def race(arena):
-    from demo.arena import RaceRequest
-    from demo.race import DoneEvent
-    from demo.settings import GenerationSettings
+    from demo.engine.arena import RaceRequest
+    from demo.engine.race import DoneEvent
+    from demo.core.settings import GenerationSettings
 
     request = RaceRequest(prompt=PROMPT, settings=GenerationSettings(max_new_tokens=16, assistant_tokens=3))
     done = {e.side: e.result for e in arena.run(request) if isinstance(e, DoneEvent)}
@@ -148,8 +149,8 @@ def test_calibration_skips_a_crashing_format_and_resumes_after_an_interruption(o
     """int4_sym as the main with the race's threads crashes (a real SIGFPE in the stage's
     child): calibration records it, leaves int4_sym out, and picks gguf. Interrupted before
     its last stage, a second run reuses every stage measured before."""
-    from demo.settings import race_threads
-    from demo.sources import ModelStore
+    from demo.core.settings import race_threads
+    from demo.models.sources import ModelStore
 
     store = ModelStore(own_cache)
     preset = presets.get(SMOLLM2)

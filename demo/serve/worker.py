@@ -24,9 +24,9 @@ import time
 from collections import OrderedDict, deque
 from typing import Callable
 
-from ..arena import RaceRequest, StatusEvent, validate_prompt
-from ..errors import DemoError
-from ..race import ChunkEvent, DoneEvent, _run_side
+from ..engine.arena import RaceRequest, StatusEvent, validate_prompt
+from ..core.errors import DemoError
+from ..engine.race import ChunkEvent, DoneEvent, _run_side
 from .protocol import Refusal
 
 JOURNAL_SIZE = 20
@@ -147,8 +147,8 @@ class SideCache:
 
 def side_key(side: str, main, draft, method: str, options):
     """The cache key of one side's pipeline (see SideCache)."""
-    from ..pipelines import PairKey
-    from ..streaming import BASELINE
+    from ..engine.pipelines import PairKey
+    from ..core.streaming import BASELINE
 
     if side == BASELINE:
         return PairKey(str(main), None, "draft", options)  # as build_pair's baseline: no draft attached

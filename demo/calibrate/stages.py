@@ -1,9 +1,9 @@
-"""Calibration, one stage at a time, each stage in a child process (demo.isolation).
+"""Calibration, one stage at a time, each stage in a child process (demo.core.isolation).
 
 A stage measures one thing (a draft format, a main format, a real pipeline's overhead in
 one mode, or converts one weight format). Run in a child, a native crash (the f16 main
 with one thread raises SIGFPE on an AMX Xeon) costs only that stage: the configuration the
-child announced last is recorded unusable for this machine (demo.safety), the stage runs
+child announced last is recorded unusable for this machine (demo.engine.safety), the stage runs
 again without it, and calibration goes on. Each finished stage is saved, so a restart
 resumes instead of measuring again; the app runs each stage in its own admission slot, so
 a visitor waits at most one stage, never the whole calibration.
@@ -21,9 +21,9 @@ import threading
 from pathlib import Path
 from typing import Callable, ContextManager, Optional
 
-from . import isolation
-from .errors import DemoError
-from .safety import CRASHES, WORKS, NativeConfig, SafetyRecord
+from ..core import isolation
+from ..core.errors import DemoError
+from ..engine.safety import CRASHES, WORKS, NativeConfig, SafetyRecord
 
 NATIVE = "@native "   # a child's message announcing the configuration it is about to compile
 MAX_CRASHES_PER_STAGE = 4
@@ -38,7 +38,7 @@ def announce(send: Callable[[str], None], config: NativeConfig) -> None:
 
 def measure_draft(args: dict, send) -> dict:
     """One draft format's single-token step, in each mode's threads it can run with."""
-    from . import calibrate as c
+    from . import calibration as c
 
     out = {"step_s": {}, "memory_bytes": 0}
     for mode, threads in args["threads"].items():
@@ -59,7 +59,7 @@ def measure_draft(args: dict, send) -> dict:
 def measure_main(args: dict, send) -> dict:
     """One main format: its verify-cost curve per mode, its greedy answers to the prompts,
     and how far each draft format guesses along them (agreement runs)."""
-    from . import calibrate as c
+    from . import calibration as c
 
     fmt, folder, k_max = args["format"], Path(args["folder"]), args["k_max"]
     ms = list(range(1, k_max + 2))
@@ -114,7 +114,7 @@ def measure_main(args: dict, send) -> dict:
 
 def measure_overhead(args: dict, send) -> dict:
     """What a real speculative (and baseline) pipeline adds per step, for one mode."""
-    from . import calibrate as c
+    from . import calibration as c
 
     folders = {("main", args["pair"][0]): args["main_folder"], ("draft", args["pair"][1]): args["draft_folder"]}
     for folder, role in ((args["main_folder"], "main"), (args["draft_folder"], "draft")):
@@ -133,7 +133,7 @@ class StageRunner:
     def __init__(self, path: Path, identity: dict, record: SafetyRecord, report: Callable[[str], None],
                  stop: Optional[threading.Event] = None,
                  slot: Callable[[str], ContextManager] = lambda name: contextlib.nullcontext(),
-                 module: str = "demo.calibration_stages"):
+                 module: str = "demo.calibrate.stages"):
         self.path, self.record, self.report, self.stop, self.slot, self.module = path, record, report, stop, slot, module
         self.identity = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
         self.done: dict = {}

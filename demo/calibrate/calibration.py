@@ -30,7 +30,7 @@ per machine fingerprint (CPU, ISA flags, cores, RAM, OpenVINO version, model che
 and reused.
 
 Every measurement runs in a child process, one saved stage at a time
-(demo.calibration_stages): a native crash skips its configuration, a restart resumes.
+(demo.calibrate.stages): a native crash skips its configuration, a restart resumes.
 """
 
 from __future__ import annotations
@@ -45,8 +45,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable, Mapping, Optional, Sequence
 
-from .errors import DemoError, run_command
-from .stateful import StatefulModel
+from ..core.errors import DemoError, run_command
+from ..engine.stateful import StatefulModel
 
 PREFIX_TOKENS = 100
 REPEATS = 5
@@ -108,8 +108,8 @@ def launch_formats(isa_flags: Sequence[str]) -> tuple[list[str], list[str]]:
 # -- the machine --------------------------------------------------------------------------
 
 def machine_fingerprint() -> tuple:
-    """The machine part of the fingerprint (demo.machine)."""
-    from .machine import fingerprint
+    """The machine part of the fingerprint (demo.core.machine)."""
+    from ..core.machine import fingerprint
 
     return fingerprint()
 
@@ -132,7 +132,7 @@ def calibrated_format(spec, store, mode: str = "race", role: Optional[str] = Non
 
     `role` ("main" or "draft") says which model of a calibrated pair `spec` is; a model
     drafting for itself is both. What `format: auto` in models.yaml resolves to
-    (demo.formats.resolve_auto_format); cheap: a few small JSON files, no model is loaded.
+    (demo.models.formats.resolve_auto_format); cheap: a few small JSON files, no model is loaded.
     """
     machine = {k: list(v) if isinstance(v, tuple) else v for k, v in machine_fingerprint()}
     wanted = model_hash(spec)
@@ -392,9 +392,9 @@ def pipeline_overhead(pair: tuple, folders: dict, prompts: Sequence[str], max_ne
     and fast-stepping formats, and chose K=1 at 0.77× the best."""
     import gc
 
-    from .pipelines import PairKey, build_side
-    from .settings import GenerationSettings, PipelineOptions
-    from .streaming import BASELINE, SPECULATIVE
+    from ..engine.pipelines import PairKey, build_side
+    from ..core.settings import GenerationSettings, PipelineOptions
+    from ..core.streaming import BASELINE, SPECULATIVE
 
     key = PairKey(str(folders[("main", pair[0])]), str(folders[("draft", pair[1])]), "draft",
                   PipelineOptions(threads=threads))
@@ -484,18 +484,18 @@ def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMA
               prompts: Optional[Sequence[str]] = None, max_new_tokens: int = DEFAULT_NEW_TOKENS,
               budget: Optional[int] = None, report: Report = lambda m: None,
               stop: Optional[threading.Event] = None, slot=None,
-              stages_module: str = "demo.calibration_stages", plan: Plan = FULL) -> dict:
+              stages_module: str = "demo.calibrate.stages", plan: Plan = FULL) -> dict:
     """Measure `preset` on this machine and save the choice (see the module docstring).
 
-    Every measurement runs in a child process, one stage at a time (demo.calibration_stages):
+    Every measurement runs in a child process, one stage at a time (demo.calibrate.stages):
     `slot(what)` is entered around each stage (the app's admission point, so visitors wait
     one stage at most), a native crash skips its configuration, and a restart resumes from
     the stages saved."""
-    from .bench_prompts import select
-    from .calibration_stages import StageRunner
-    from .memory import budget_bytes, gb
-    from .safety import SafetyRecord
-    from .settings import cpu_cores, race_threads
+    from ..core.bench_prompts import select
+    from .stages import StageRunner
+    from ..core.memory import budget_bytes, gb
+    from ..engine.safety import SafetyRecord
+    from ..core.settings import cpu_cores, race_threads
 
     if preset.draft is None:
         raise DemoError(f"Preset {preset.name!r} has no draft model; there is nothing to calibrate.")
@@ -635,7 +635,7 @@ def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMA
         "candidates": candidates,
         "choice": choice,
         "fastest_alone": {"main_format": alone["main_format"], "baseline_tok_s": alone["baseline_tok_s"]},
-        # Configurations that crashed OpenVINO on this machine, skipped (demo.safety).
+        # Configurations that crashed OpenVINO on this machine, skipped (demo.engine.safety).
         "skipped": stages.skipped(list(folders.values())),
     }
     path = cache_path(store, preset.name, fp)
@@ -771,10 +771,10 @@ def main(argv: Optional[list[str]] = None) -> int:
     args = ap.parse_args(argv)
 
     def body() -> int:
-        from .presets import load_presets
-        from .sources import ModelStore
+        from ..models.presets import load_presets
+        from ..models.sources import ModelStore
 
-        from .bench_prompts import select
+        from ..core.bench_prompts import select
 
         if not 1 <= args.k_max <= 16:
             raise DemoError("--k-max must be from 1 to 16.")
@@ -810,7 +810,7 @@ def main(argv: Optional[list[str]] = None) -> int:
 
 
 def _formats(text: str) -> list[str]:
-    from .formats import FORMATS
+    from ..models.formats import FORMATS
 
     out = [f.strip() for f in text.split(",") if f.strip()]
     bad = [f for f in out if f not in FORMATS]

@@ -15,20 +15,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator, Optional, Union
 
-from . import placement
+from ..core import placement
 from .admission import Admission, Cancelled
-from .errors import DemoError
-from .explain import Explanation, explain
-from .metrics import SideStats, acceptance_rate, equality_verdict, side_stats, speedup
-from .prepare import PreparedPair, prepare_preset
-from .presets import ExportSource, HubSource, PresetFile, load_presets
+from ..core.errors import DemoError
+from ..core.explain import Explanation, explain
+from ..core.metrics import SideStats, acceptance_rate, equality_verdict, side_stats, speedup
+from ..models.prepare import PreparedPair, prepare_preset
+from ..models.presets import ExportSource, HubSource, PresetFile, load_presets
 from .race import ChunkEvent, DoneEvent, StartEvent, race, sequential
 from .safety import NativeConfig, NativeGuard, SafetyRecord
-from .settings import (
+from ..core.settings import (
     MAX_PROMPT_CHARS, GenerationSettings, Mode, PipelineOptions, cpu_cores,
 )
-from .sources import ModelStore
-from .streaming import BASELINE, SPECULATIVE
+from ..models.sources import ModelStore
+from ..core.streaming import BASELINE, SPECULATIVE
 
 
 @dataclass(frozen=True)
@@ -65,7 +65,7 @@ class RaceRequest:
     # Threads per pipeline while racing: None = split the cores evenly (the default),
     # 0 = OpenVINO's own default (every pipeline uses every core). For measurements.
     race_threads: Optional[int] = None
-    # Weight formats (demo/formats.py) for pypi/gguf models; None = what models.yaml says
+    # Weight formats (demo/models/formats.py) for pypi/gguf models; None = what models.yaml says
     # (`auto`: this machine's calibrated choice). Both sides always use the same main weights.
     main_format: Optional[str] = None
     draft_format: Optional[str] = None
@@ -209,7 +209,7 @@ class Arena:
         preset = self.presets.get(request.preset)
         if request.mode != "fair" or preset.draft is None:
             return wanted
-        from .calibrate import load_cached
+        from ..calibrate.calibration import load_cached
 
         choice = ((load_cached(self.store, preset) or {}).get("choice") or {}).get("fair") or {}
         for role, spec in (("main", preset.main), ("draft", preset.draft)):
@@ -381,8 +381,8 @@ class Arena:
 
     def _launch_calibration(self) -> dict:
         """The formats and plan of the calibration a launch runs (calibrate.LAUNCH)."""
-        from . import calibrate
-        from .machine import machine_info
+        from ..calibrate import calibration as calibrate
+        from ..core.machine import machine_info
 
         main, draft = calibrate.launch_formats(machine_info()["isa_flags"])
         return {"main_formats": main, "draft_formats": draft, "plan": calibrate.LAUNCH}
@@ -390,7 +390,7 @@ class Arena:
     def _convert_candidates_early(self, request: RaceRequest, report: Callable[[str], None]) -> None:
         """Start converting the launch calibration's formats now, beside the default pair's
         prepare and load (at low priority: those come first), unless it was calibrated."""
-        from . import calibrate
+        from ..calibrate import calibration as calibrate
 
         preset = self.presets.get(request.preset)
         if preset.draft is None or calibrate.load_cached(self.store, preset) is not None:
@@ -410,7 +410,7 @@ class Arena:
         """Calibrate the default preset on this machine unless a result is cached (True if
         it calibrated now). Each measuring stage takes the CPU in its own admission slot, so
         a race waits one stage at most, seeing why in its status line."""
-        from . import calibrate
+        from ..calibrate import calibration as calibrate
 
         preset = self.presets.get(request.preset)
         if preset.draft is None or calibrate.load_cached(self.store, preset) is not None:
@@ -448,12 +448,12 @@ class Arena:
         return True
 
     def skipped_configurations(self) -> list[str]:
-        """Sentences for the configurations OpenVINO crashed on here (demo.safety), for the page."""
+        """Sentences for the configurations OpenVINO crashed on here (demo.engine.safety), for the page."""
         return sorted({entry["detail"] for entry in self.guard.record.crashes().values()})
 
     def default_assistant_tokens(self, preset_name: Optional[str], mode: str = "race") -> int:
         """K for a preset: this machine's calibrated choice if it has one, else models.yaml's."""
-        from .calibrate import load_cached
+        from ..calibrate.calibration import load_cached
 
         preset = self.presets.get(preset_name)
         result = load_cached(self.store, preset)
@@ -496,7 +496,7 @@ class Arena:
     def calibration_for(self, request: RaceRequest) -> Optional[dict]:
         """What this machine's calibration (demo.calibrate) says about the request: the
         prediction for its formats, mode and K, and the fastest main-alone configuration."""
-        from .calibrate import load_cached
+        from ..calibrate.calibration import load_cached
 
         preset = self.presets.get(request.preset)
         pair = self.prepared(request)

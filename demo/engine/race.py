@@ -16,9 +16,9 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Iterator, Optional, Protocol, Union
 
-from .errors import DemoError
-from .settings import GenerationSettings
-from .streaming import SIDES, Chunk
+from ..core.errors import DemoError
+from ..core.settings import GenerationSettings
+from ..core.streaming import SIDES, Chunk
 
 
 class Runner(Protocol):

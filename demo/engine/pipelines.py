@@ -1,7 +1,7 @@
 """OpenVINO GenAI pipelines: the baseline (main model alone) and the speculative one
 (main model verifying guesses from a draft model, or from prompt lookup).
 
-This is the only module besides demo.sources/demo.prepare that imports openvino.
+This is the only module besides demo.models.sources/demo.models.prepare that imports openvino.
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
-from . import placement
-from .errors import DemoError
-from .settings import MAX_PROMPT_TOKENS, GenerationSettings, PipelineOptions
-from .streaming import BASELINE, SIDES, SPECULATIVE, Chunk, IncrementalDetokenizer
+from ..core import placement
+from ..core.errors import DemoError
+from ..core.settings import MAX_PROMPT_TOKENS, GenerationSettings, PipelineOptions
+from ..core.streaming import BASELINE, SIDES, SPECULATIVE, Chunk, IncrementalDetokenizer
 
 OnChunk = Callable[[Chunk], bool]  # return False to stop generating
 
@@ -253,7 +253,7 @@ class PipelineCache:
 
     An entry is a pair (both sides, as a race needs them) or one side alone (fair mode on
     a pair that does not fit twice: each side is loaded in turn, see sequential()).
-    The budget is in bytes (demo.memory.budget_bytes: the machine's or the container's
+    The budget is in bytes (demo.core.memory.budget_bytes: the machine's or the container's
     limit, less a reserve). An entry's size is measured when it loads (resident memory
     before and after, warm-up included) and remembered; one never loaded before is
     estimated from its weight files. Least recently used entries are evicted, and freed at
@@ -262,7 +262,7 @@ class PipelineCache:
     """
 
     def __init__(self, budget: Optional[int] = None, max_pairs: Optional[int] = None):
-        from . import memory
+        from ..core import memory
 
         self.budget = memory.budget_bytes() if budget is None else budget
         self.max_pairs = max_pairs  # entries, whether pairs or single sides
@@ -332,7 +332,7 @@ class PipelineCache:
         return self._get(key, (side,), status)[side]
 
     def _get(self, key: PairKey, sides: tuple, status: Callable[[str], None]) -> dict[str, OpenVINORunner]:
-        from . import memory
+        from ..core import memory
 
         entry = (key, sides)
         with self._lock:
@@ -413,7 +413,7 @@ def max_context(folder: Path) -> Optional[int]:
     import json
 
     for name, keys in (("config.json", ("max_position_embeddings", "n_positions", "seq_length")),
-                       ("context.json", ("context_length",))):  # written by demo.sources for GGUF models
+                       ("context.json", ("context_length",))):  # written by demo.models.sources for GGUF models
         try:
             data = json.loads((folder / name).read_text())
         except (OSError, ValueError):

@@ -1,0 +1,1 @@
+"""The benchmark: configurations × prompts × repeats, paired speedups (python -m demo.bench)."""

@@ -1,0 +1,1 @@
+"""Shared ground: errors, settings, machine facts, memory, chunks, metrics, child processes."""

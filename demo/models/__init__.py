@@ -1,0 +1,1 @@
+"""Models: presets, weight formats, the model store and its fetchers, the calibration read side."""

@@ -1,0 +1,1 @@
+"""Records: the scoreboard, race recordings, and what a finished race leaves behind."""
