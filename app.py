@@ -13,6 +13,7 @@ import argparse
 import sys
 
 from demo.engine.arena import Arena
+from demo.calibrate.launch import LaunchCalibrator
 from demo.core.errors import run_command
 from demo.core.quiet_log import QuietLog
 from demo.web.render import CSS
@@ -46,7 +47,7 @@ def make_demo(preset=None, models=None, cache_dir=None, allow_downloads=False, b
         default_concurrency_limit=1, max_size=MAX_QUEUE)
     demo.arena = arena  # for tools that drive the engine next to the page (demo.app_overhead)
     if warm:
-        arena.start_background_warmup(report, calibrate=calibrate)
+        arena.start_background_warmup(report, calibrator=LaunchCalibrator() if calibrate else None)
     return demo
 
 

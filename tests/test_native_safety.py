@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from demo.engine import arena as arena_module
-from demo.calibrate import calibration as calibrate
+from demo.calibrate import calibration
+from demo.models import calibration_store
 from demo.core import isolation
 from demo.core.errors import DemoError
 from demo.core.quiet_log import QuietLog
@@ -168,20 +169,20 @@ def test_calibration_skips_a_crashing_format_and_resumes_after_an_interruption(o
         return nullcontext()
 
     with pytest.raises(DemoError, match="interrupted by the test"):
-        calibrate.calibrate(preset, store, slot=slot, **kw)
+        calibration.calibrate(preset, store, slot=slot, **kw)
     assert log.read_text().splitlines() == [f"{int4.name}|{race_threads()}"]
-    saved = json.loads(calibrate.stages_path(store, preset.name, calibrate.fingerprint(preset, store)).read_text())
+    saved = json.loads(calibration_store.stages_path(store, preset.name, calibration_store.fingerprint(preset, store)).read_text())
     assert set(saved["stages"]) == {"draft:gguf", "main:gguf", "main:int4_sym"}
 
     messages = []
-    result = calibrate.calibrate(preset, store, report=messages.append, **kw)
+    result = calibration.calibrate(preset, store, report=messages.append, **kw)
     reused = [m for m in messages if m.endswith("measured before this restart, reused")]
     assert len(reused) == 3, messages
     assert len(log.read_text().splitlines()) == 1, "a recorded crash was tried again"
     assert {c["main_format"] for c in result["candidates"]} == {"gguf"}
     assert result["choice"]["race"]["main_format"] == result["choice"]["fair"]["main_format"] == "gguf"
     assert any("int4_sym main with" in s and "SIGFPE" in s for s in result["skipped"]), result["skipped"]
-    assert not calibrate.stages_path(store, preset.name, calibrate.fingerprint(preset, store)).exists()
+    assert not calibration_store.stages_path(store, preset.name, calibration_store.fingerprint(preset, store)).exists()
 
 
 # -- the terminal log -------------------------------------------------------------------

@@ -27,7 +27,7 @@ difference between its real and predicted steps gives an overhead of a + b·K pe
 and every configuration is predicted again with it before choosing (among those within 3 % of the
 fastest, the one with the largest speedup over its own main model). Results are cached
 per machine fingerprint (CPU, ISA flags, cores, RAM, OpenVINO version, model checksums)
-and reused.
+and reused (demo.models.calibration_store reads them back).
 
 Every measurement runs in a child process, one saved stage at a time
 (demo.calibrate.stages): a native crash skips its configuration, a restart resumes.
@@ -36,7 +36,6 @@ Every measurement runs in a child process, one saved stage at a time
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import sys
 import threading
@@ -47,6 +46,7 @@ from typing import Callable, Mapping, Optional, Sequence
 
 from ..core.errors import DemoError, run_command
 from ..engine.stateful import StatefulModel
+from ..models.calibration_store import CALIBRATION_VERSION, cache_path, fingerprint, load_cached, stages_path
 
 PREFIX_TOKENS = 100
 REPEATS = 5
@@ -68,10 +68,6 @@ DEFAULT_PROMPT_CLASSES = ("code",)
 DEFAULT_PROMPTS_PER_CLASS = 2
 DEFAULT_NEW_TOKENS = 128
 BUSY_SHARE = 0.2  # other processes' share of the cores above which a calibration warns
-# 2: acceptance per format pair from greedy answers; interleaved timing. 3: a real
-# pipeline's overhead per step in every prediction; fair mode's memory is one main model.
-# 4: K=1 timed in the real pipeline too (version 3 extrapolated it and read it 25 % slow).
-CALIBRATION_VERSION = 4
 
 Report = Callable[[str], None]
 
@@ -103,72 +99,6 @@ def launch_formats(isa_flags: Sequence[str]) -> tuple[list[str], list[str]]:
     than one). `python -m demo.calibrate` measures every format."""
     fast_int = any(f in isa_flags for f in ("avx512_vnni", "avx_vnni", "amx_int8"))
     return ["gguf", "int4_sym" if fast_int else "f16"], ["gguf"]
-
-
-# -- the machine --------------------------------------------------------------------------
-
-def machine_fingerprint() -> tuple:
-    """The machine part of the fingerprint (demo.core.machine)."""
-    from ..core.machine import fingerprint
-
-    return fingerprint()
-
-
-def model_hash(spec) -> str:
-    """A model's identity for calibration: its source and checksums, not the format asked for."""
-    return hashlib.sha256(spec.model_dump_json(exclude_defaults=True, exclude={"format"}).encode()).hexdigest()[:16]
-
-
-def fingerprint(preset, store) -> dict:
-    """What the measurements depend on; a change in any of it means calibrating again."""
-    fp = {k: list(v) if isinstance(v, tuple) else v for k, v in machine_fingerprint()}
-    fp["models"] = {role: model_hash(spec) for role, spec in (("main", preset.main), ("draft", preset.draft))
-                    if spec is not None}
-    return fp
-
-
-def calibrated_format(spec, store, mode: str = "race", role: Optional[str] = None) -> Optional[str]:
-    """The weight format this machine's calibration chose for `spec` in `mode`, or None.
-
-    `role` ("main" or "draft") says which model of a calibrated pair `spec` is; a model
-    drafting for itself is both. What `format: auto` in models.yaml resolves to
-    (demo.models.formats.resolve_auto_format); cheap: a few small JSON files, no model is loaded.
-    """
-    machine = {k: list(v) if isinstance(v, tuple) else v for k, v in machine_fingerprint()}
-    wanted = model_hash(spec)
-    for path in sorted((store.cache_dir / "calibration").glob("*.json")):
-        try:
-            result = json.loads(path.read_text())
-            if result.get("calibration_version") != CALIBRATION_VERSION:
-                continue
-            fp = result["fingerprint"]
-            if any(fp.get(k) != v for k, v in machine.items()):
-                continue
-            for which in ((role,) if role else ("main", "draft")):
-                if fp["models"].get(which) == wanted:
-                    return result["choice"][mode][f"{which}_format"]
-        except (OSError, ValueError, KeyError, TypeError):
-            continue  # a damaged or foreign file is ignored, never fatal
-    return None
-
-
-def _key(fp: dict) -> str:
-    return hashlib.sha256(json.dumps(fp, sort_keys=True).encode()).hexdigest()[:12]
-
-
-def cache_path(store, preset_name: str, fp: dict) -> Path:
-    return store.cache_dir / "calibration" / f"{preset_name}-{_key(fp)}.json"
-
-
-def load_cached(store, preset) -> Optional[dict]:
-    """This machine's calibration of `preset`, or None (cheap: no model is loaded)."""
-    try:
-        path = cache_path(store, preset.name, fingerprint(preset, store))
-        result = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    # An older calibration measured less (or differently): measure again rather than guess.
-    return result if isinstance(result, dict) and result.get("calibration_version") == CALIBRATION_VERSION else None
 
 
 # -- measuring ----------------------------------------------------------------------------
@@ -473,10 +403,6 @@ def prepare_candidates(preset, store, main_formats: Sequence[str] = DEFAULT_MAIN
             folders[(role, fmt)] = store.prepare(spec, f"{role} model", lambda stage, d, t: report(stage),
                                                  weight_format=fmt, cancel=stop).path
     return folders
-
-
-def stages_path(store, preset_name: str, fp: dict) -> Path:
-    return store.cache_dir / "calibration" / f"{preset_name}-{_key(fp)}.stages.json"
 
 
 def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMATS,

@@ -13,13 +13,14 @@ import re
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator, Optional, Union
+from typing import Callable, ContextManager, Iterator, Optional, Protocol, Union
 
 from ..core import placement
 from .admission import Admission, Cancelled
 from ..core.errors import DemoError
 from ..core.explain import Explanation, explain
 from ..core.metrics import SideStats, acceptance_rate, equality_verdict, side_stats, speedup
+from ..models.calibration_store import load_cached
 from ..models.prepare import PreparedPair, prepare_preset
 from ..models.presets import ExportSource, HubSource, PresetFile, load_presets
 from .race import ChunkEvent, DoneEvent, StartEvent, race, sequential
@@ -53,6 +54,25 @@ class StartupState:
     def get(self) -> tuple[str, str]:
         with self._lock:
             return self.phase, self.message
+
+
+class Calibrator(Protocol):
+    """Measures this machine once for a preset, for the warm-up (start_background_warmup).
+
+    The engine only calls it; demo.calibrate.launch.LaunchCalibrator implements it and the
+    app hands it in, so the engine never imports the calibration that runs above it.
+    """
+
+    def prepare_candidates(self, preset, store, report: Callable[[str], None]) -> None:
+        """Convert the weight formats the calibration will measure (no quiet machine needed)."""
+
+    def calibrate(self, preset, store, report: Callable[[str], None],
+                  slot: Callable[[str], ContextManager]) -> dict:
+        """Measure and save the choice (demo.models.calibration_store); `slot(what)` is
+        entered around each measuring stage."""
+
+    def summary_lines(self, result: dict) -> list[str]:
+        """The result in a few lines for the terminal."""
 
 
 @dataclass(frozen=True)
@@ -209,8 +229,6 @@ class Arena:
         preset = self.presets.get(request.preset)
         if request.mode != "fair" or preset.draft is None:
             return wanted
-        from ..calibrate.calibration import load_cached
-
         choice = ((load_cached(self.store, preset) or {}).get("choice") or {}).get("fair") or {}
         for role, spec in (("main", preset.main), ("draft", preset.draft)):
             if wanted[f"{role}_format"] is None and getattr(spec, "format", None) == "auto" and choice:
@@ -340,9 +358,9 @@ class Arena:
             stop.set()
 
     def start_background_warmup(self, report: Callable[[str], None] = lambda m: None,
-                                calibrate: bool = False) -> threading.Thread:
-        """Prepare and load the default pair now, not when the first visitor arrives; with
-        `calibrate`, then measure this machine once (demo.calibrate) if it never was.
+                                calibrator: Optional[Calibrator] = None) -> threading.Thread:
+        """Prepare and load the default pair now, not when the first visitor arrives; with a
+        `calibrator`, then measure this machine once with it if it never was.
 
         Progress goes to `report` (the terminal) and to self.startup (the page polls it).
         """
@@ -350,13 +368,13 @@ class Arena:
 
         def body():
             self.startup.update("preparing", "preparing the default model pair")
-            if calibrate:
-                self._convert_candidates_early(request, report)
+            if calibrator is not None:
+                self._convert_candidates_early(request, report, calibrator)
             try:
                 for message in self.load_with_status(request):
                     self.startup.update("preparing", message)
                     report(message)
-                if calibrate and self._calibrate_once(request, report):
+                if calibrator is not None and self._calibrate_once(request, report, calibrator):
                     # The calibrated formats may differ from what loaded before: load them
                     # now, so the first visitor does not wait for it (the pipeline cache evicts
                     # the earlier pair when both do not fit its memory budget).
@@ -379,41 +397,28 @@ class Arena:
         t.start()
         return t
 
-    def _launch_calibration(self) -> dict:
-        """The formats and plan of the calibration a launch runs (calibrate.LAUNCH)."""
-        from ..calibrate import calibration as calibrate
-        from ..core.machine import machine_info
-
-        main, draft = calibrate.launch_formats(machine_info()["isa_flags"])
-        return {"main_formats": main, "draft_formats": draft, "plan": calibrate.LAUNCH}
-
-    def _convert_candidates_early(self, request: RaceRequest, report: Callable[[str], None]) -> None:
+    def _convert_candidates_early(self, request: RaceRequest, report: Callable[[str], None],
+                                  calibrator: Calibrator) -> None:
         """Start converting the launch calibration's formats now, beside the default pair's
         prepare and load (at low priority: those come first), unless it was calibrated."""
-        from ..calibrate import calibration as calibrate
-
         preset = self.presets.get(request.preset)
-        if preset.draft is None or calibrate.load_cached(self.store, preset) is not None:
+        if preset.draft is None or load_cached(self.store, preset) is not None:
             return
-        plan = self._launch_calibration()
 
         def convert():
             try:
-                calibrate.prepare_candidates(preset, self.store, plan["main_formats"], plan["draft_formats"],
-                                             report=lambda m: report(f"calibrating: {m}"))
+                calibrator.prepare_candidates(preset, self.store, report=lambda m: report(f"calibrating: {m}"))
             except DemoError as e:  # the calibration itself will try again and say why
                 report(f"calibrating: {e}")
 
         threading.Thread(target=convert, name="convert-candidates", daemon=True).start()
 
-    def _calibrate_once(self, request: RaceRequest, report: Callable[[str], None]) -> bool:
+    def _calibrate_once(self, request: RaceRequest, report: Callable[[str], None], calibrator: Calibrator) -> bool:
         """Calibrate the default preset on this machine unless a result is cached (True if
         it calibrated now). Each measuring stage takes the CPU in its own admission slot, so
         a race waits one stage at most, seeing why in its status line."""
-        from ..calibrate import calibration as calibrate
-
         preset = self.presets.get(request.preset)
-        if preset.draft is None or calibrate.load_cached(self.store, preset) is not None:
+        if preset.draft is None or load_cached(self.store, preset) is not None:
             return False
 
         def converting(message: str) -> None:
@@ -422,9 +427,7 @@ class Arena:
             report(f"calibrating: {message}")
 
         # Converting weights takes minutes and needs no quiet machine: visitors race meanwhile.
-        plan = self._launch_calibration()
-        calibrate.prepare_candidates(preset, self.store, plan["main_formats"], plan["draft_formats"],
-                                     report=converting)
+        calibrator.prepare_candidates(preset, self.store, report=converting)
 
         @contextlib.contextmanager
         def slot(what: str):
@@ -439,8 +442,8 @@ class Arena:
             self.startup.update("preparing", f"measuring this machine once (races wait at most one step): {message}")
             report(f"calibrating: {message}")
 
-        result = calibrate.calibrate(preset, self.store, report=step, slot=slot, **plan)
-        for line in calibrate.summary_lines(result):
+        result = calibrator.calibrate(preset, self.store, report=step, slot=slot)
+        for line in calibrator.summary_lines(result):
             report(line)
         # `format: auto` now resolves to the calibrated choice: prepare and load anew.
         for key in [k for k in list(self._prepared) if k[0] == preset.name]:
@@ -453,8 +456,6 @@ class Arena:
 
     def default_assistant_tokens(self, preset_name: Optional[str], mode: str = "race") -> int:
         """K for a preset: this machine's calibrated choice if it has one, else models.yaml's."""
-        from ..calibrate.calibration import load_cached
-
         preset = self.presets.get(preset_name)
         result = load_cached(self.store, preset)
         try:
@@ -496,8 +497,6 @@ class Arena:
     def calibration_for(self, request: RaceRequest) -> Optional[dict]:
         """What this machine's calibration (demo.calibrate) says about the request: the
         prediction for its formats, mode and K, and the fastest main-alone configuration."""
-        from ..calibrate.calibration import load_cached
-
         preset = self.presets.get(request.preset)
         pair = self.prepared(request)
         result = load_cached(self.store, preset)

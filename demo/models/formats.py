@@ -70,7 +70,7 @@ def resolve_auto_format(spec: "ModelSpec", role: str, store: "ModelStore") -> st
     Cheap (ready_path() calls it): a few small JSON files, and never asks `store` about
     `spec` in format auto (that would call it again).
     """
-    from ..calibrate.calibration import calibrated_format
+    from .calibration_store import calibrated_format
 
     which = "draft" if "draft" in role else "main"  # role: "main model", "draft model", …
     return calibrated_format(spec, store, role=which) or DEFAULT_FORMAT

@@ -82,7 +82,7 @@ class RemoteArena(Arena):
         # their own (every node has the same prepared models: docs/SCALE-OUT.md).
         raise DemoError(ONLY_ONE_MACHINE)
 
-    def start_background_warmup(self, report=lambda m: None, calibrate: bool = False):
+    def start_background_warmup(self, report=lambda m: None, calibrator=None):
         report("the pipelines load in their replicas (demo.serve); nothing to warm up here")
         return None
 
