@@ -248,7 +248,7 @@ def _soak(runs: int, preset: Optional[str], max_new_tokens: int, stop_every: int
         "no_scratch_left": new_scratch == [],
         "no_failed_runs": failed == [],
     }
-    from .bench.benchmark import versions
+    from .core.machine import versions
     from .core.machine import machine_info
 
     return {

@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import sys
 import threading
@@ -32,7 +31,7 @@ from typing import Callable, Iterable, Optional, Sequence
 
 from ..core.bench_prompts import CLASSES, BenchPrompt, select
 from ..core.errors import DemoError, run_command
-from ..core.machine import machine_info
+from ..core.machine import machine_info, versions
 from ..core.metrics import acceptance_rate, equality_verdict, side_stats, speedup
 from ..core.settings import GenerationSettings, PipelineOptions, cpu_cores, race_threads
 from ..core.streaming import BASELINE, SPECULATIVE
@@ -404,22 +403,6 @@ def aggregate(samples: list[dict]) -> list[dict]:
             },
         })
     return out
-
-
-# -- machine and versions --------------------------------------------------------------------
-
-def versions() -> dict:
-    from .. import __version__
-
-    found = {"python": platform.python_version(), "demo": __version__}
-    for name in ("openvino", "openvino_genai", "openvino_tokenizers"):
-        try:
-            module = __import__(name)
-            get = getattr(module, "get_version", None)
-            found[name] = get() if callable(get) else getattr(module, "__version__", None)
-        except Exception:  # not installed, or broken: record it as missing
-            found[name] = None
-    return found
 
 
 def _iso(t: float) -> str:

@@ -1,1 +1,10 @@
-"""Calibration: measure this machine once and choose weight formats and K (python -m demo.calibrate)."""
+"""Calibration: measure this machine once and choose weight formats and K (python -m demo.calibrate).
+
+  calibration.py  verify-cost curves, acceptance, the cost model, the choice, its report
+  stages.py       the measurements, one saved stage at a time, each in a child process
+  launch.py       LaunchCalibrator: the calibration a first launch runs (app.py hands it to
+                  the engine, which never imports this package)
+  doctor.py       which formats and thread counts run on this CPU (python -m demo.doctor)
+
+Results are read back through demo.models.calibration_store.
+"""

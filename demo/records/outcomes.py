@@ -39,7 +39,7 @@ def machine() -> dict:
 
 @functools.lru_cache(maxsize=1)
 def library_versions() -> dict:
-    from ..bench.benchmark import versions
+    from ..core.machine import versions
 
     return versions()
 

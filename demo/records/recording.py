@@ -13,7 +13,7 @@ must agree (a lane's token count is its steps' token ids, offsets never go back 
 accepted text is a prefix of its step's text), and rendered by the same escaping
 renderers as live output. Every problem is one sentence that says what to do.
 
-Pure engine code: no Gradio, no OpenVINO (the versions are asked of demo.bench).
+Pure engine code: no Gradio, no OpenVINO (the versions are asked of demo.core.machine).
 """
 
 from __future__ import annotations
@@ -162,7 +162,7 @@ def from_results(results: dict, *, kind: str, mode: str, preset: str, settings, 
                  versions: Optional[dict] = None, recorded_at: Optional[str] = None) -> Recording:
     """A recording of a finished race: `results` maps lane -> RunResult (demo.engine.pipelines):
     baseline and speculative for a race, baseline, draft and lookup for a three-way race."""
-    from ..bench.benchmark import versions as library_versions
+    from ..core.machine import versions as library_versions
     from ..core.machine import machine_info
 
     lanes = []
