@@ -178,7 +178,7 @@ MUTATIONS = [
         "calibrate: the real pipeline's overhead is left out of the prediction",
         "the model would favour small K and fast-stepping formats again (K=1 at 0.77× the best on a Zen 4)",
         "demo/calibrate/calibration.py",
-        "    step = k * draft_step + verify[k] + max(0.0, overhead[0] + overhead[1] * k)",
+        "    step = k * draft_step + verify[k] + max(0.0, extra)",
         "    step = k * draft_step + verify[k]",
         ("tests/test_calibrate.py::test_prediction_with_overhead_by_hand",),
     ),
