@@ -12,14 +12,14 @@ os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 import argparse
 import sys
 
-from demo.engine.arena import Arena
 from demo.calibrate.launch import LaunchCalibrator
 from demo.core.errors import run_command
 from demo.core.quiet_log import QuietLog
-from demo.web.render import CSS
-from demo.web.ui import THEME, build_demo
+from demo.engine.arena import Arena
 from demo.web.booth import Booth
+from demo.web.render import CSS
 from demo.web.style import CSS as BOOTH_CSS
+from demo.web.ui import THEME, build_demo
 
 # Gradio's queue holds races and benchmarks only (light events skip it); past this many
 # waiting, a visitor is told the queue is full. The engine itself runs one at a time.

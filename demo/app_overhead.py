@@ -50,8 +50,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     import app as app_module
     from gradio_client import Client
 
-    from .engine.arena import RaceRequest
     from .core.settings import GenerationSettings
+    from .engine.arena import RaceRequest
 
     try:
         demo = app_module.make_demo(args.preset, cache_dir=args.cache_dir)

@@ -18,9 +18,9 @@ from typing import Optional
 
 from .core import placement
 from .core.errors import DemoError, run_command
-from .engine.race import ChunkEvent, DoneEvent, race, sequential
 from .core.settings import GenerationSettings, PipelineOptions, cpu_cores
 from .core.streaming import BASELINE, SPECULATIVE
+from .engine.race import ChunkEvent, DoneEvent, race, sequential
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -75,8 +75,8 @@ def main(argv: Optional[list[str]] = None) -> int:
 
 
 def _run(args) -> int:
-    from .engine.arena import validate_prompt
     from .core.metrics import acceptance_rate, equality_verdict, side_stats, speedup
+    from .engine.arena import validate_prompt
     from .engine.pipelines import PipelineCache
 
     main_dir, draft_dir, prompt, default_k = _resolve(args)

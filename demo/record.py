@@ -39,11 +39,11 @@ def main(argv: Optional[list[str]] = None) -> int:
 
 
 def _record(args) -> int:
-    from .records import outcomes, recording
+    from .core.settings import GenerationSettings
     from .engine import three_way
     from .engine.arena import Arena, RaceRequest, StatusEvent
     from .engine.race import DoneEvent
-    from .core.settings import GenerationSettings
+    from .records import outcomes, recording
 
     if args.out.suffix != ".json":
         raise DemoError(f"{args.out} does not end in .json; name the recording e.g. recordings/my-race.json.")

@@ -43,13 +43,13 @@ from pathlib import Path
 from typing import Callable, Iterator, Optional
 
 from .core import memory
-from .engine.arena import Arena, RaceRequest
 from .core.errors import DemoError, run_command
 from .core.metrics import side_stats
-from .engine.race import ChunkEvent, DoneEvent
 from .core.settings import GenerationSettings
-from .models.sources import default_cache_dir
 from .core.streaming import BASELINE, SPECULATIVE
+from .engine.arena import Arena, RaceRequest
+from .engine.race import ChunkEvent, DoneEvent
+from .models.sources import default_cache_dir
 
 MB = 1 << 20
 # Threads the engine starts per run (demo.engine.race, demo.engine.arena); none may outlive its run.

@@ -32,10 +32,10 @@ def main(argv):
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
 
-    from demo.engine.arena import Arena, RaceRequest
     from demo.core.placement import scheduler_settings
     from demo.core.settings import GenerationSettings, PipelineOptions
     from demo.core.streaming import SIDES
+    from demo.engine.arena import Arena, RaceRequest
 
     arena = Arena.create()
     request = RaceRequest(prompt="x", preset=args.preset)

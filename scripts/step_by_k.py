@@ -21,9 +21,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from demo.core.machine import machine_info  # noqa: E402
-from demo.engine.pipelines import PairKey, build_side  # noqa: E402
 from demo.core.settings import GenerationSettings, PipelineOptions  # noqa: E402
 from demo.core.streaming import SPECULATIVE  # noqa: E402
+from demo.engine.pipelines import PairKey, build_side  # noqa: E402
 
 PROMPT = "Write a Python function that checks whether a string is a palindrome."
 

@@ -12,8 +12,8 @@ import threading
 import time
 from typing import Callable, Optional
 
-from demo.engine.pipelines import RunResult
 from demo.core.streaming import SPECULATIVE, Chunk
+from demo.engine.pipelines import RunResult
 
 
 class FakeRunner:

@@ -11,8 +11,8 @@ import signal
 from pathlib import Path
 
 from demo.calibrate import stages as calibration_stages
-from demo.engine import safety
 from demo.calibrate.stages import measure_overhead  # noqa: F401  (stages run from here)
+from demo.engine import safety
 from demo.engine.stateful import StatefulModel
 
 

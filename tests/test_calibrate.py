@@ -6,8 +6,8 @@ import json
 import pytest
 
 from demo.calibrate import calibration
-from demo.models import calibration_store
 from demo.core.errors import DemoError
+from demo.models import calibration_store
 
 K_MAX = 4
 PROMPT = "Write a Python function that reverses a string."
@@ -43,9 +43,9 @@ def test_acceptance_comes_from_the_real_answer(result):
 def test_tokens_per_step_match_a_real_speculative_run(result, presets, session_store):
     """The counted τ(K) against OpenVINO's own count: a speculative pipeline with the int4
     draft, K=3, on the same prompt; its greedy tokens and main-model calls."""
-    from demo.engine.pipelines import PipelineCache
     from demo.core.settings import GenerationSettings, PipelineOptions
     from demo.core.streaming import SPECULATIVE
+    from demo.engine.pipelines import PipelineCache
 
     spec = presets.get("smollm2-self-draft")
     main = session_store.prepare(spec.main, "main model", weight_format="gguf").path

@@ -7,13 +7,13 @@ import weakref
 
 import pytest
 
-from demo.engine.arena import Arena, RaceRequest, StatusEvent
 from demo.core.errors import DemoError
 from demo.core.metrics import equality_verdict, side_stats
-from demo.engine.pipelines import PipelineCache, check_device
-from demo.engine.race import ChunkEvent, DoneEvent, StartEvent, race, sequential
 from demo.core.settings import GenerationSettings, PipelineOptions
 from demo.core.streaming import BASELINE, SPECULATIVE
+from demo.engine.arena import Arena, RaceRequest, StatusEvent
+from demo.engine.pipelines import PipelineCache, check_device
+from demo.engine.race import ChunkEvent, DoneEvent, StartEvent, race, sequential
 from tests.fakes import RecordingRunner
 
 PROMPT = "Write a Python function that reverses a string."

@@ -6,11 +6,11 @@ import time
 import pytest
 
 from demo.core.explain import explain, regime_sentence
+from demo.core.settings import GenerationSettings, PipelineOptions
+from demo.core.streaming import BASELINE, SPECULATIVE
 from demo.engine.pipelines import PipelineCache
 from demo.engine.race import DoneEvent, sequential
 from demo.web.render import why_html
-from demo.core.settings import GenerationSettings, PipelineOptions
-from demo.core.streaming import BASELINE, SPECULATIVE
 
 K = 4
 

@@ -11,14 +11,14 @@ from types import SimpleNamespace
 
 import pytest
 
-from demo.engine import arena as arena_module
-from demo.engine import pipelines
 from demo.core import placement
-from demo.engine.arena import RaceRequest, how_it_ran, threads_for
 from demo.core.errors import DemoError
-from demo.engine.pipelines import PairKey, PipelineCache
 from demo.core.settings import GenerationSettings, PipelineOptions
 from demo.core.streaming import BASELINE, SIDES, SPECULATIVE
+from demo.engine import arena as arena_module
+from demo.engine import pipelines
+from demo.engine.arena import RaceRequest, how_it_ran, threads_for
+from demo.engine.pipelines import PairKey, PipelineCache
 
 EXACT = {"INFERENCE_PRECISION_HINT": "f32", "KV_CACHE_PRECISION": "f32", "DYNAMIC_QUANTIZATION_GROUP_SIZE": "0"}
 

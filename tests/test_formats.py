@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from demo.models import formats
 from demo.core.errors import DemoError
+from demo.models import formats
 from demo.models.prepare import prepare_preset
 from demo.models.presets import GgufSource, HubSource, LocalSource, PypiSource
 from demo.models.sources import READY_MARKER, ModelStore, is_ir_folder

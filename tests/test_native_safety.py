@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from demo.engine import arena as arena_module
 from demo.calibrate import calibration
-from demo.models import calibration_store
 from demo.core import isolation
 from demo.core.errors import DemoError
 from demo.core.quiet_log import QuietLog
+from demo.engine import arena as arena_module
 from demo.engine.safety import NativeConfig, NativeGuard, SafetyRecord
+from demo.models import calibration_store
 
 from .conftest import SMOLLM2, _free_port
 
@@ -88,9 +88,9 @@ def arena_on(cache: Path, presets):
 
 
 def race(arena):
+    from demo.core.settings import GenerationSettings
     from demo.engine.arena import RaceRequest
     from demo.engine.race import DoneEvent
-    from demo.core.settings import GenerationSettings
 
     request = RaceRequest(prompt=PROMPT, settings=GenerationSettings(max_new_tokens=16, assistant_tokens=3))
     done = {e.side: e.result for e in arena.run(request) if isinstance(e, DoneEvent)}

@@ -10,15 +10,15 @@ from types import SimpleNamespace
 
 import pytest
 
-from demo.records import recording
-from demo.engine import three_way
-from demo.engine.arena import Arena, RaceRequest, StatusEvent
 from demo.core.errors import DemoError
-from demo.engine.pipelines import RunResult
-from demo.engine.race import ChunkEvent, DoneEvent, one_by_one, race
-from demo.records.recording import RecordingError
 from demo.core.settings import GenerationSettings
 from demo.core.streaming import BASELINE, SPECULATIVE, Chunk
+from demo.engine import three_way
+from demo.engine.arena import Arena, RaceRequest, StatusEvent
+from demo.engine.pipelines import RunResult
+from demo.engine.race import ChunkEvent, DoneEvent, one_by_one, race
+from demo.records import recording
+from demo.records.recording import RecordingError
 
 from .fakes import FakeRunner
 

@@ -11,8 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from demo.engine.arena import RaceRequest, StatusEvent
 from demo.core.errors import DemoError
+from demo.core.settings import GenerationSettings
+from demo.core.streaming import BASELINE, SPECULATIVE, Chunk
+from demo.engine.arena import RaceRequest, StatusEvent
 from demo.engine.pipelines import RunResult
 from demo.engine.race import ChunkEvent, DoneEvent, StartEvent
 from demo.serve import config as serve_config
@@ -20,8 +22,6 @@ from demo.serve.merge import WAITING_NOTE, merge_sides, race_streams
 from demo.serve.protocol import Refusal, placement
 from demo.serve.remote import RemoteArena, how_it_ran_on_cluster
 from demo.serve.worker import SideWorker
-from demo.core.settings import GenerationSettings
-from demo.core.streaming import BASELINE, SPECULATIVE, Chunk
 from tests.fakes import FakeRunner
 
 REPO = Path(__file__).resolve().parents[1]

@@ -25,8 +25,8 @@ from pathlib import Path
 
 import pytest
 
-from demo.models import sources
 from demo.core.errors import DemoError
+from demo.models import sources
 from demo.models.prepare import check_same_tokenizer, prepare_preset
 from demo.models.presets import ExportSource, GgufSource, HubSource, LocalSource, Preset, PypiSource
 from demo.models.sources import IR_FILES, READY_MARKER, Cancelled, ModelStore, is_ir_folder, remove_stale_scratch

@@ -322,9 +322,9 @@ def pipeline_overhead(pair: tuple, folders: dict, prompts: Sequence[str], max_ne
     and fast-stepping formats, and chose K=1 at 0.77× the best."""
     import gc
 
-    from ..engine.pipelines import PairKey, build_side
     from ..core.settings import GenerationSettings, PipelineOptions
     from ..core.streaming import BASELINE, SPECULATIVE
+    from ..engine.pipelines import PairKey, build_side
 
     key = PairKey(str(folders[("main", pair[0])]), str(folders[("draft", pair[1])]), "draft",
                   PipelineOptions(threads=threads))
@@ -418,10 +418,10 @@ def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMA
     one stage at most), a native crash skips its configuration, and a restart resumes from
     the stages saved."""
     from ..core.bench_prompts import select
-    from .stages import StageRunner
     from ..core.memory import budget_bytes, gb
-    from ..engine.safety import SafetyRecord
     from ..core.settings import cpu_cores, race_threads
+    from ..engine.safety import SafetyRecord
+    from .stages import StageRunner
 
     if preset.draft is None:
         raise DemoError(f"Preset {preset.name!r} has no draft model; there is nothing to calibrate.")

@@ -16,20 +16,20 @@ from pathlib import Path
 from typing import Callable, ContextManager, Iterator, Optional, Protocol, Union
 
 from ..core import placement
-from .admission import Admission, Cancelled
 from ..core.errors import DemoError
 from ..core.explain import Explanation, explain
 from ..core.metrics import SideStats, acceptance_rate, equality_verdict, side_stats, speedup
-from ..models.calibration_store import load_cached
-from ..models.prepare import PreparedPair, prepare_preset
-from ..models.presets import ExportSource, HubSource, PresetFile, load_presets
-from .race import ChunkEvent, DoneEvent, StartEvent, race, sequential
-from .safety import NativeConfig, NativeGuard, SafetyRecord
 from ..core.settings import (
     MAX_PROMPT_CHARS, GenerationSettings, Mode, PipelineOptions, cpu_cores,
 )
-from ..models.sources import ModelStore
 from ..core.streaming import BASELINE, SPECULATIVE
+from ..models.calibration_store import load_cached
+from ..models.prepare import PreparedPair, prepare_preset
+from ..models.presets import ExportSource, HubSource, PresetFile, load_presets
+from ..models.sources import ModelStore
+from .admission import Admission, Cancelled
+from .race import ChunkEvent, DoneEvent, StartEvent, race, sequential
+from .safety import NativeConfig, NativeGuard, SafetyRecord
 
 
 @dataclass(frozen=True)

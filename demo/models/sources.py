@@ -38,8 +38,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator, Optional
 
-from . import formats
 from ..core.errors import DemoError
+from . import formats
 from .formats import AUTO, DEFAULT_FORMAT, FORMATS
 from .presets import ExportSource, GgufSource, HubSource, LocalSource, ModelSpec, PypiSource
 

@@ -14,12 +14,12 @@ import functools
 from dataclasses import dataclass
 from typing import Optional
 
-from . import recording
+from ..core.errors import DemoError
+from ..core.streaming import BASELINE, SPECULATIVE
 from ..engine import three_way
 from ..engine.arena import Arena, RaceRequest, validate_prompt
-from ..core.errors import DemoError
+from . import recording
 from .scoreboard import Scoreboard, ScoreboardError, prompt_class, race_record
-from ..core.streaming import BASELINE, SPECULATIVE
 
 
 @dataclass(frozen=True)

@@ -297,8 +297,8 @@ def _mb(n: int) -> str:
 
 def to_results(rec: Recording) -> dict:
     """lane -> RunResult with each step at its recorded offset (start = 0), for demo.engine.race.replay."""
-    from ..engine.pipelines import RunResult
     from ..core.streaming import BASELINE, SPECULATIVE, Chunk
+    from ..engine.pipelines import RunResult
 
     out = {}
     for lane in rec.lanes:
@@ -320,8 +320,8 @@ def summarize(rec: Recording):
         from ..engine.three_way import summarize as three_way_summary
 
         return three_way_summary(results, how)
-    from ..engine.arena import Summary
     from ..core.metrics import acceptance_rate, equality_verdict, side_stats, speedup
+    from ..engine.arena import Summary
 
     base, spec = results["baseline"], results["speculative"]
     b, s = side_stats(base.chunks, base.start, base.end), side_stats(spec.chunks, spec.start, spec.end)

@@ -23,9 +23,9 @@ import time
 from contextlib import aclosing
 from typing import AsyncIterator, Callable, Optional, Protocol
 
+from ..core.streaming import SIDES
 from ..engine.arena import StatusEvent
 from ..engine.race import ChunkEvent, DoneEvent, StartEvent
-from ..core.streaming import SIDES
 from .protocol import Refusal
 
 # With no event at all for this long, the sides' replicas are all busy (the request waits

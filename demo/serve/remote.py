@@ -29,10 +29,10 @@ import time
 from dataclasses import replace
 from typing import Iterator, Optional
 
-from ..engine.arena import Arena, RaceRequest, Summary, validate_prompt
 from ..core.errors import DemoError
-from ..engine.race import ChunkEvent, DoneEvent, StartEvent
 from ..core.streaming import SIDES
+from ..engine.arena import Arena, RaceRequest, Summary, validate_prompt
+from ..engine.race import ChunkEvent, DoneEvent, StartEvent
 from .protocol import Refusal
 
 STOP_POLL_S = 0.1

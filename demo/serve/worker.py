@@ -24,8 +24,8 @@ import time
 from collections import OrderedDict, deque
 from typing import Callable
 
-from ..engine.arena import RaceRequest, StatusEvent, validate_prompt
 from ..core.errors import DemoError
+from ..engine.arena import RaceRequest, StatusEvent, validate_prompt
 from ..engine.race import ChunkEvent, DoneEvent, _run_side
 from .protocol import Refusal
 
@@ -147,8 +147,8 @@ class SideCache:
 
 def side_key(side: str, main, draft, method: str, options):
     """The cache key of one side's pipeline (see SideCache)."""
-    from ..engine.pipelines import PairKey
     from ..core.streaming import BASELINE
+    from ..engine.pipelines import PairKey
 
     if side == BASELINE:
         return PairKey(str(main), None, "draft", options)  # as build_pair's baseline: no draft attached

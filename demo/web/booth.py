@@ -19,8 +19,8 @@ from typing import Optional
 
 import gradio as gr
 
-from ..records import outcomes, recording
 from ..core.errors import DemoError
+from ..records import outcomes, recording
 from ..records.scoreboard import Scoreboard
 
 log = logging.getLogger(__name__)

@@ -15,10 +15,10 @@ from typing import Optional, Sequence
 
 import gradio as gr
 
-from . import render
 from ..core.metrics import side_stats
-from ..engine.race import replay
 from ..core.streaming import Chunk
+from ..engine.race import replay
+from . import render
 from .style import LANE_COLOURS
 
 TITLES = {

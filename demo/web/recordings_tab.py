@@ -19,8 +19,8 @@ import threading
 import gradio as gr
 
 from ..records import recording
-from . import render
 from ..records.recording import RecordingError
+from . import render
 from .lanes import TITLES, LanePanels, LanesView, replay_into
 
 REPLAY_HANDLERS = 8  # replays only sleep between steps; each is bounded by recording.MAX_SECONDS

@@ -12,11 +12,11 @@ import threading
 
 import gradio as gr
 
+from ..core.errors import DemoError
+from ..core.settings import MAX_PROMPT_CHARS, GenerationSettings
 from ..engine import three_way
 from ..engine.arena import RaceRequest, StatusEvent
-from ..core.errors import DemoError
 from ..engine.race import ChunkEvent, DoneEvent, StartEvent
-from ..core.settings import MAX_PROMPT_CHARS, GenerationSettings
 from . import checks
 from .lanes import LanePanels, LanesView, Throttle, replay_into
 

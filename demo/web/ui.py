@@ -16,14 +16,14 @@ from typing import Optional
 import gradio as gr
 
 from ..core import placement
-from . import render
-from . import checks
-from ..engine.arena import Arena, RaceRequest, StatusEvent
 from ..core.errors import DemoError
 from ..core.metrics import side_stats
-from ..engine.race import ChunkEvent, DoneEvent, StartEvent, replay
 from ..core.settings import MAX_PROMPT_CHARS, GenerationSettings, PipelineOptions
 from ..core.streaming import BASELINE, SIDES, SPECULATIVE, Chunk
+from ..engine.arena import Arena, RaceRequest, StatusEvent
+from ..engine.race import ChunkEvent, DoneEvent, StartEvent, replay
+from . import render
+from . import checks
 from .booth import Booth
 
 # Updates are sent at most this often; chunks arriving in between are batched, so a fast
