@@ -24,7 +24,7 @@ PROMPT = "Write a Python function that checks whether a string is a palindrome, 
 
 
 def _engine_once(arena, request) -> dict:
-    from .engine.race import DoneEvent
+    from .core.streaming import DoneEvent
 
     results = {e.side: e.result for e in arena.run(request) if isinstance(e, DoneEvent)}
     s = arena.summarize(results, request)

@@ -19,8 +19,8 @@ from typing import Optional
 from .core import placement
 from .core.errors import DemoError, run_command
 from .core.settings import GenerationSettings, PipelineOptions, cpu_cores
-from .core.streaming import BASELINE, SPECULATIVE
-from .engine.race import ChunkEvent, DoneEvent, race, sequential
+from .core.streaming import BASELINE, SPECULATIVE, ChunkEvent, DoneEvent
+from .engine.race import race, sequential
 
 
 def build_parser() -> argparse.ArgumentParser:

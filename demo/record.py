@@ -40,9 +40,9 @@ def main(argv: Optional[list[str]] = None) -> int:
 
 def _record(args) -> int:
     from .core.settings import GenerationSettings
+    from .core.streaming import DoneEvent, StatusEvent
     from .engine import three_way
-    from .engine.arena import Arena, RaceRequest, StatusEvent
-    from .engine.race import DoneEvent
+    from .engine.arena import Arena, RaceRequest
     from .records import outcomes, recording
 
     if args.out.suffix != ".json":

@@ -46,9 +46,8 @@ from .core import memory
 from .core.errors import DemoError, run_command
 from .core.metrics import side_stats
 from .core.settings import GenerationSettings
-from .core.streaming import BASELINE, SPECULATIVE
+from .core.streaming import BASELINE, SPECULATIVE, ChunkEvent, DoneEvent
 from .engine.arena import Arena, RaceRequest
-from .engine.race import ChunkEvent, DoneEvent
 from .models.sources import default_cache_dir
 
 MB = 1 << 20
@@ -248,8 +247,7 @@ def _soak(runs: int, preset: Optional[str], max_new_tokens: int, stop_every: int
         "no_scratch_left": new_scratch == [],
         "no_failed_runs": failed == [],
     }
-    from .core.machine import versions
-    from .core.machine import machine_info
+    from .core.machine import machine_info, versions
 
     return {
         "soak_version": 1,

@@ -12,8 +12,7 @@ import threading
 import time
 from typing import Callable, Optional
 
-from demo.core.streaming import SPECULATIVE, Chunk
-from demo.engine.pipelines import RunResult
+from demo.core.streaming import SPECULATIVE, Chunk, RunResult
 
 
 class FakeRunner:

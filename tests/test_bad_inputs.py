@@ -336,8 +336,8 @@ def test_streamed_text_is_exactly_the_tokenizers_text(arena):
     U+FFFD, and the baseline side (one token per step) used to lose every emoji.
     """
     from demo.core.settings import GenerationSettings
+    from demo.core.streaming import DoneEvent
     from demo.engine.arena import RaceRequest
-    from demo.engine.race import DoneEvent
 
     for prompt in (ODD_TEXT[0][1], "Write three emoji about the sea."):
         request = RaceRequest(prompt=prompt, preset=SMOLLM2, settings=GenerationSettings(max_new_tokens=24, assistant_tokens=4))

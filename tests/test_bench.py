@@ -16,8 +16,7 @@ import pytest
 from demo.bench import benchmark as bench
 from demo.core.bench_prompts import CLASSES, PROMPTS, select
 from demo.core.errors import DemoError
-from demo.core.streaming import BASELINE, SPECULATIVE, Chunk
-from demo.engine.pipelines import RunResult
+from demo.core.streaming import BASELINE, SPECULATIVE, Chunk, RunResult
 
 from .conftest import SMOLLM2
 from .fakes import RecordingRunner

@@ -10,10 +10,10 @@ import pytest
 from demo.core.errors import DemoError
 from demo.core.metrics import equality_verdict, side_stats
 from demo.core.settings import GenerationSettings, PipelineOptions
-from demo.core.streaming import BASELINE, SPECULATIVE
-from demo.engine.arena import Arena, RaceRequest, StatusEvent
+from demo.core.streaming import BASELINE, SPECULATIVE, ChunkEvent, DoneEvent, StartEvent, StatusEvent
+from demo.engine.arena import Arena, RaceRequest
 from demo.engine.pipelines import PipelineCache, check_device
-from demo.engine.race import ChunkEvent, DoneEvent, StartEvent, race, sequential
+from demo.engine.race import race, sequential
 from tests.fakes import RecordingRunner
 
 PROMPT = "Write a Python function that reverses a string."

@@ -7,9 +7,9 @@ import pytest
 
 from demo.core.explain import explain, regime_sentence
 from demo.core.settings import GenerationSettings, PipelineOptions
-from demo.core.streaming import BASELINE, SPECULATIVE
+from demo.core.streaming import BASELINE, SPECULATIVE, DoneEvent
 from demo.engine.pipelines import PipelineCache
-from demo.engine.race import DoneEvent, sequential
+from demo.engine.race import sequential
 from demo.web.render import why_html
 
 K = 4

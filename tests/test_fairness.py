@@ -15,8 +15,7 @@ from demo.core import placement
 from demo.core.errors import DemoError
 from demo.core.settings import GenerationSettings, PipelineOptions
 from demo.core.streaming import BASELINE, SIDES, SPECULATIVE
-from demo.engine import arena as arena_module
-from demo.engine import pipelines
+from demo.engine import arena as arena_module, pipelines
 from demo.engine.arena import RaceRequest, how_it_ran, threads_for
 from demo.engine.pipelines import PairKey, PipelineCache
 

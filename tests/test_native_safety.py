@@ -89,8 +89,8 @@ def arena_on(cache: Path, presets):
 
 def race(arena):
     from demo.core.settings import GenerationSettings
+    from demo.core.streaming import DoneEvent
     from demo.engine.arena import RaceRequest
-    from demo.engine.race import DoneEvent
 
     request = RaceRequest(prompt=PROMPT, settings=GenerationSettings(max_new_tokens=16, assistant_tokens=3))
     done = {e.side: e.result for e in arena.run(request) if isinstance(e, DoneEvent)}

@@ -12,11 +12,10 @@ import pytest
 
 from demo.core.errors import DemoError
 from demo.core.settings import GenerationSettings
-from demo.core.streaming import BASELINE, SPECULATIVE, Chunk
+from demo.core.streaming import BASELINE, SPECULATIVE, Chunk, ChunkEvent, DoneEvent, RunResult, StatusEvent
 from demo.engine import three_way
-from demo.engine.arena import Arena, RaceRequest, StatusEvent
-from demo.engine.pipelines import RunResult
-from demo.engine.race import ChunkEvent, DoneEvent, one_by_one, race
+from demo.engine.arena import Arena, RaceRequest
+from demo.engine.race import one_by_one, race
 from demo.records import recording
 from demo.records.recording import RecordingError
 

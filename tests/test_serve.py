@@ -17,9 +17,8 @@ require(has_module("ray") and has_module("ray.serve"),
         "Ray Serve for the cluster tests: pip install -r requirements-serve.txt")
 
 from demo.core.settings import GenerationSettings  # noqa: E402
-from demo.core.streaming import BASELINE, SIDES, SPECULATIVE  # noqa: E402
+from demo.core.streaming import BASELINE, SIDES, SPECULATIVE, ChunkEvent, DoneEvent  # noqa: E402
 from demo.engine.arena import RaceRequest  # noqa: E402
-from demo.engine.race import ChunkEvent, DoneEvent  # noqa: E402
 from demo.serve import config as serve_config  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]

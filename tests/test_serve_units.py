@@ -13,10 +13,8 @@ import pytest
 
 from demo.core.errors import DemoError
 from demo.core.settings import GenerationSettings
-from demo.core.streaming import BASELINE, SPECULATIVE, Chunk
-from demo.engine.arena import RaceRequest, StatusEvent
-from demo.engine.pipelines import RunResult
-from demo.engine.race import ChunkEvent, DoneEvent, StartEvent
+from demo.core.streaming import BASELINE, SPECULATIVE, Chunk, ChunkEvent, DoneEvent, RunResult, StartEvent, StatusEvent
+from demo.engine.arena import RaceRequest
 from demo.serve import config as serve_config
 from demo.serve.merge import WAITING_NOTE, merge_sides, race_streams
 from demo.serve.protocol import Refusal, placement

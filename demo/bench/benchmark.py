@@ -285,7 +285,8 @@ def _request(preset: str, mode: str, method: str, k: int, max_new_tokens: int, o
 def _measure(runners: dict, mode: str, prompt: str, settings: GenerationSettings,
              stop: threading.Event) -> dict:
     """Run both sides once (alone one after the other, or at once); return side → RunResult."""
-    from ..engine.race import DoneEvent, race, sequential
+    from ..core.streaming import DoneEvent
+    from ..engine.race import race, sequential
 
     if stop.is_set():
         raise _Stopped

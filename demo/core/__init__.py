@@ -4,7 +4,7 @@
   settings.py       GenerationSettings, PipelineOptions, the limits and the core split
   machine.py        CPU model, ISA flags, cores, library versions, the machine fingerprint
   memory.py         the memory budget (cgroup or RAM) and resident memory
-  streaming.py      Chunk (one main-model step), the sides, incremental detokenizing
+  streaming.py      Chunk (one main-model step), RunResult, the events a run streams, the sides
   metrics.py        tok/s, TTFT, acceptance, the equality verdict (pure)
   explain.py        "Why this speedup?" from OpenVINO's timers (pure)
   placement.py      devices: the one scheduler config, each device's properties (pure)

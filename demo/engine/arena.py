@@ -22,21 +22,14 @@ from ..core.metrics import SideStats, acceptance_rate, equality_verdict, side_st
 from ..core.settings import (
     MAX_PROMPT_CHARS, GenerationSettings, Mode, PipelineOptions, cpu_cores,
 )
-from ..core.streaming import BASELINE, SPECULATIVE
+from ..core.streaming import BASELINE, SPECULATIVE, ChunkEvent, DoneEvent, StartEvent, StatusEvent
 from ..models.calibration_store import load_cached
 from ..models.prepare import PreparedPair, prepare_preset
 from ..models.presets import ExportSource, HubSource, PresetFile, load_presets
 from ..models.sources import ModelStore
 from .admission import Admission, Cancelled
-from .race import ChunkEvent, DoneEvent, StartEvent, race, sequential
+from .race import race, sequential
 from .safety import NativeConfig, NativeGuard, SafetyRecord
-
-
-@dataclass(frozen=True)
-class StatusEvent:
-    """Something slow is happening before tokens flow (preparing, loading, warming up)."""
-
-    message: str
 
 
 class StartupState:

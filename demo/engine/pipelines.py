@@ -10,14 +10,14 @@ import threading
 import time
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
 from ..core import placement
 from ..core.errors import DemoError
 from ..core.settings import MAX_PROMPT_TOKENS, GenerationSettings, PipelineOptions
-from ..core.streaming import BASELINE, SIDES, SPECULATIVE, Chunk, IncrementalDetokenizer
+from ..core.streaming import BASELINE, SIDES, SPECULATIVE, Chunk, IncrementalDetokenizer, RunResult
 
 OnChunk = Callable[[Chunk], bool]  # return False to stop generating
 
@@ -34,40 +34,6 @@ def check_device(device: str, role: str) -> None:
         raise DemoError(
             f"The {role} device {device!r} is not available on this machine; choose one of: {', '.join(devices)}."
         )
-
-
-@dataclass
-class RunResult:
-    """One side's finished (or stopped, or failed) run."""
-
-    side: str
-    start: float
-    end: float
-    chunks: list[Chunk] = field(default_factory=list)
-    cancelled: bool = False
-    error: Optional[str] = None
-    # Figures OpenVINO itself reports (perf_metrics / extended_perf_metrics); None when absent.
-    ov_generated_tokens: Optional[int] = None
-    ov_ttft_ms: Optional[float] = None
-    ov_tpot_ms: Optional[float] = None
-    ov_accepted_tokens: Optional[int] = None
-    ov_draft_tokens: Optional[int] = None
-    # Where the time went, from OpenVINO's own timers (ms): the main model's forward passes
-    # (for the speculative side: verifying), the draft's (drafting), and the main model's
-    # calls (prefill included), which with the tokens gives the cost of one verify step.
-    ov_main_infer_ms: Optional[float] = None
-    ov_draft_infer_ms: Optional[float] = None
-    ov_main_calls: Optional[int] = None
-    # Where this side ran when it is not this process (demo.serve: "host (node 1a2b3c4d), 1 thread").
-    ran_on: Optional[str] = None
-
-    @property
-    def token_ids(self) -> list[int]:
-        return [t for c in self.chunks for t in c.token_ids]
-
-    @property
-    def text(self) -> str:
-        return "".join(c.text for c in self.chunks)
 
 
 class _Streamer:

@@ -23,8 +23,8 @@ from typing import Iterator, Optional
 from ..core.errors import DemoError
 from ..core.metrics import SideStats, acceptance_rate, equality_verdict, side_stats
 from ..core.settings import cpu_cores
-from ..core.streaming import BASELINE, SPECULATIVE
-from .arena import Arena, RaceRequest, StatusEvent, validate_prompt
+from ..core.streaming import BASELINE, SPECULATIVE, StatusEvent
+from .arena import Arena, RaceRequest, validate_prompt
 from .race import one_by_one
 
 LANES = ("baseline", "draft", "lookup")

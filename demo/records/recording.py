@@ -160,10 +160,9 @@ def from_results(results: dict, *, kind: str, mode: str, preset: str, settings, 
                  how: str = "", exact: bool = False, main_format: Optional[str] = None,
                  draft_format: Optional[str] = None, machine: Optional[dict] = None,
                  versions: Optional[dict] = None, recorded_at: Optional[str] = None) -> Recording:
-    """A recording of a finished race: `results` maps lane -> RunResult (demo.engine.pipelines):
+    """A recording of a finished race: `results` maps lane -> RunResult (demo.core.streaming):
     baseline and speculative for a race, baseline, draft and lookup for a three-way race."""
-    from ..core.machine import versions as library_versions
-    from ..core.machine import machine_info
+    from ..core.machine import machine_info, versions as library_versions
 
     lanes = []
     for name in RACE_LANES if kind == "race" else THREE_WAY_LANES:
@@ -297,8 +296,7 @@ def _mb(n: int) -> str:
 
 def to_results(rec: Recording) -> dict:
     """lane -> RunResult with each step at its recorded offset (start = 0), for demo.engine.race.replay."""
-    from ..core.streaming import BASELINE, SPECULATIVE, Chunk
-    from ..engine.pipelines import RunResult
+    from ..core.streaming import BASELINE, SPECULATIVE, Chunk, RunResult
 
     out = {}
     for lane in rec.lanes:

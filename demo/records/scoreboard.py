@@ -306,7 +306,7 @@ class _Connection:
 def race_record(*, preset: str, method: str, mode: str, prompt: str, prompt_class: str, baseline, speculative,
                 settings, main_format: Optional[str] = None, draft_format: Optional[str] = None,
                 machine: Optional[dict] = None) -> RaceRecord:
-    """One row from a finished race's two RunResults (demo.engine.pipelines) and its settings."""
+    """One row from a finished race's two RunResults (demo.core.streaming) and its settings."""
     from ..core.metrics import acceptance_rate, equality_verdict, side_stats, speedup
 
     b = side_stats(baseline.chunks, baseline.start, baseline.end)

@@ -23,9 +23,7 @@ import time
 from contextlib import aclosing
 from typing import AsyncIterator, Callable, Optional, Protocol
 
-from ..core.streaming import SIDES
-from ..engine.arena import StatusEvent
-from ..engine.race import ChunkEvent, DoneEvent, StartEvent
+from ..core.streaming import SIDES, ChunkEvent, DoneEvent, StartEvent, StatusEvent
 from .protocol import Refusal
 
 # With no event at all for this long, the sides' replicas are all busy (the request waits
@@ -47,7 +45,7 @@ class _End:
 
 def _broken(side: str, seen: dict, message: str) -> DoneEvent:
     """A failed result for a side whose stream broke, on that side's own clock."""
-    from ..engine.pipelines import RunResult  # a plain dataclass; nothing of OpenVINO is loaded
+    from ..core.streaming import RunResult  # a plain dataclass; nothing of OpenVINO is loaded
 
     start = seen.get("start")
     chunks = seen.get("chunks", [])

@@ -30,9 +30,8 @@ from dataclasses import replace
 from typing import Iterator, Optional
 
 from ..core.errors import DemoError
-from ..core.streaming import SIDES
+from ..core.streaming import SIDES, ChunkEvent, DoneEvent, StartEvent
 from ..engine.arena import Arena, RaceRequest, Summary, validate_prompt
-from ..engine.race import ChunkEvent, DoneEvent, StartEvent
 from .protocol import Refusal
 
 STOP_POLL_S = 0.1
@@ -178,7 +177,7 @@ class _Clocks:
         return event  # StatusEvent
 
     def cancelled_result(self, side: str):
-        from ..engine.pipelines import RunResult
+        from ..core.streaming import RunResult
 
         chunks = list(self.chunks.get(side, []))
         start = self.started[side]

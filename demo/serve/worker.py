@@ -25,8 +25,9 @@ from collections import OrderedDict, deque
 from typing import Callable
 
 from ..core.errors import DemoError
-from ..engine.arena import RaceRequest, StatusEvent, validate_prompt
-from ..engine.race import ChunkEvent, DoneEvent, _run_side
+from ..core.streaming import ChunkEvent, DoneEvent, StatusEvent
+from ..engine.arena import RaceRequest, validate_prompt
+from ..engine.race import _run_side
 from .protocol import Refusal
 
 JOURNAL_SIZE = 20

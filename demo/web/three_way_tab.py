@@ -14,9 +14,9 @@ import gradio as gr
 
 from ..core.errors import DemoError
 from ..core.settings import MAX_PROMPT_CHARS, GenerationSettings
+from ..core.streaming import ChunkEvent, DoneEvent, StartEvent, StatusEvent
 from ..engine import three_way
-from ..engine.arena import RaceRequest, StatusEvent
-from ..engine.race import ChunkEvent, DoneEvent, StartEvent
+from ..engine.arena import RaceRequest
 from . import checks
 from .lanes import LanePanels, LanesView, Throttle, replay_into
 

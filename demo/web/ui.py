@@ -19,11 +19,10 @@ from ..core import placement
 from ..core.errors import DemoError
 from ..core.metrics import side_stats
 from ..core.settings import MAX_PROMPT_CHARS, GenerationSettings, PipelineOptions
-from ..core.streaming import BASELINE, SIDES, SPECULATIVE, Chunk
-from ..engine.arena import Arena, RaceRequest, StatusEvent
-from ..engine.race import ChunkEvent, DoneEvent, StartEvent, replay
-from . import render
-from . import checks
+from ..core.streaming import BASELINE, SIDES, SPECULATIVE, Chunk, ChunkEvent, DoneEvent, StartEvent, StatusEvent
+from ..engine.arena import Arena, RaceRequest
+from ..engine.race import replay
+from . import checks, render
 from .booth import Booth
 
 # Updates are sent at most this often; chunks arriving in between are batched, so a fast
