@@ -161,7 +161,7 @@ MUTATIONS = [
     Mutation(
         "calibrate: the draft's guesses shifted by one position",
         "acceptance would be counted against the wrong answer token, so τ(K) and the choice go wrong",
-        "demo/calibrate/calibration.py",
+        "demo/calibrate/measure.py",
         "    return [int(x) for x in logits[0, len(prompt_ids) - 1:].argmax(-1)]",
         "    return [int(x) for x in logits[0, len(prompt_ids):].argmax(-1)] + [-1]",
         ("tests/test_calibrate.py::test_tokens_per_step_match_a_real_speculative_run",),
@@ -169,7 +169,7 @@ MUTATIONS = [
     Mutation(
         "calibrate: a step keeps every guess up to K, right or wrong",
         "τ(K) would grow with K regardless of acceptance, so calibration would always pick the largest K",
-        "demo/calibrate/calibration.py",
+        "demo/calibrate/cost_model.py",
         "        p += min(runs[p], k) + 1",
         "        p += k + 1",
         ("tests/test_calibrate.py::test_agreement_runs_and_steps_by_hand",),
@@ -177,7 +177,7 @@ MUTATIONS = [
     Mutation(
         "calibrate: the real pipeline's overhead is left out of the prediction",
         "the model would favour small K and fast-stepping formats again (K=1 at 0.77× the best on a Zen 4)",
-        "demo/calibrate/calibration.py",
+        "demo/calibrate/cost_model.py",
         "    step = k * draft_step + verify[k] + max(0.0, extra)",
         "    step = k * draft_step + verify[k]",
         ("tests/test_calibrate.py::test_prediction_with_overhead_by_hand",),
@@ -185,7 +185,7 @@ MUTATIONS = [
     Mutation(
         "calibrate: the fitted overhead line is anchored at K=0 by the first K's excess alone",
         "every step would carry the per-guess cost of the first K once more",
-        "demo/calibrate/calibration.py",
+        "demo/calibrate/cost_model.py",
         "    return extra0 - per_guess * k0, per_guess",
         "    return extra0, per_guess",
         ("tests/test_calibrate.py::test_prediction_with_overhead_by_hand",),
@@ -193,7 +193,7 @@ MUTATIONS = [
     Mutation(
         "calibrate: a K timed in the real pipeline is predicted from the line anyway",
         "K=1, whose real step sits 20 % below the line through K=2 and 6, would read 25 % slow again",
-        "demo/calibrate/calibration.py",
+        "demo/calibrate/cost_model.py",
         "    extra = timed_extra[k] if timed_extra and k in timed_extra else overhead[0] + overhead[1] * k",
         "    extra = overhead[0] + overhead[1] * k",
         ("tests/test_calibrate.py::test_prediction_with_overhead_by_hand",),

@@ -1,5 +1,5 @@
 """Experiment (BENCHMARKS.md): how long one step of a real speculative pipeline takes at each
-K, against the straight line calibration fits through two K (demo.calibrate.calibration.fit_overhead).
+K, against the straight line calibration fits through two K (demo.calibrate.cost_model.fit_overhead).
 
 The arena's own speculative pipeline (demo.engine.pipelines.build_side, greedy) answers one
 prompt at every K, the K interleaved round by round after an untimed run, and each step is

@@ -36,9 +36,9 @@ def smoke_test(args, send):
 
 def _with_crashes(stage):
     def run(args, send):
-        from demo.calibrate import calibration
+        from demo.calibrate import measure
 
-        calibration.StatefulModel = CrashingModel
+        measure.StatefulModel = CrashingModel
         return stage(args, send)
     return run
 

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from demo.calibrate import calibration
+from demo.calibrate import calibration, cost_model, measure
 from demo.core.errors import DemoError
 from demo.models import calibration_store
 
@@ -87,9 +87,9 @@ def test_among_equally_fast_the_larger_speedup_wins():
 
     pool = [cand("int8/gguf", 14.0, 14.8), cand("f16/int8", 13.8, 8.4), cand("int4_sym/int8", 13.6, 12.4),
             cand("gguf/gguf", 10.8, 8.7)]
-    assert calibration.pick_among_fastest(pool)["name"] == "f16/int8"
+    assert cost_model.pick_among_fastest(pool)["name"] == "f16/int8"
     # 4 % slower is not a tie: the fastest keeps it.
-    assert calibration.pick_among_fastest([cand("a", 14.0, 14.8), cand("b", 13.4, 6.0)])["name"] == "a"
+    assert cost_model.pick_among_fastest([cand("a", 14.0, 14.8), cand("b", 13.4, 6.0)])["name"] == "a"
 
 
 def test_a_race_needs_two_main_models_and_fair_mode_one(result):
@@ -110,7 +110,7 @@ def test_the_pipeline_overhead_is_measured_from_real_steps(result):
     one minute to the next. The arithmetic is checked by hand below, which cannot drift."""
     measured_at = result["pipeline_overhead"]["fair"]
     steps = measured_at["measured_step_s"]
-    assert set(steps) == {str(k) for k in calibration.overhead_ks(K_MAX)} == {"1", "3"}
+    assert set(steps) == {str(k) for k in cost_model.overhead_ks(K_MAX)} == {"1", "3"}
     assert all(v > 0 for v in steps.values())
     assert steps["3"] > steps["1"], steps  # two more draft steps and two more verified tokens
     assert measured_at["baseline_step_s"] > 0
@@ -119,26 +119,26 @@ def test_the_pipeline_overhead_is_measured_from_real_steps(result):
 def test_prediction_with_overhead_by_hand():
     verify = [0.030, 0.032, 0.034, 0.036, 0.040]
     runs = [0, 4, 3, 2, 1, 0, 0]  # K=3 from p=1: keeps 3 (+1) -> p=5; +1 -> 6; +1 -> 7: 3 steps, 6 tokens
-    p = calibration.predict(verify, 0.010, [runs], 3, overhead=(0.009, 0.001))
+    p = cost_model.predict(verify, 0.010, [runs], 3, overhead=(0.009, 0.001))
     assert p["step_s"] == pytest.approx(3 * 0.010 + 0.036 + 0.009 + 3 * 0.001)
     assert p["speculative_tok_s"] == pytest.approx((6 / 3) / 0.078)
     # A fixed cost per step weighs more on a small K: K=1 loses more than K=3 to it.
     def loss(k):
-        return calibration.predict(verify, 0.010, [runs], k, (0.012, 0.0))["speculative_tok_s"] / \
-            calibration.predict(verify, 0.010, [runs], k)["speculative_tok_s"]
+        return cost_model.predict(verify, 0.010, [runs], k, (0.012, 0.0))["speculative_tok_s"] / \
+            cost_model.predict(verify, 0.010, [runs], k)["speculative_tok_s"]
     assert loss(1) < loss(3)
     # A fitted line that dips below zero adds nothing, never a negative cost.
-    assert calibration.predict(verify, 0.010, [runs], 1, (-0.02, 0.001))["step_s"] == pytest.approx(0.010 + 0.032)
-    assert calibration.overhead_ks(8) == (1, 2, 6) and calibration.overhead_ks(3) == (1, 2)
+    assert cost_model.predict(verify, 0.010, [runs], 1, (-0.02, 0.001))["step_s"] == pytest.approx(0.010 + 0.032)
+    assert cost_model.overhead_ks(8) == (1, 2, 6) and cost_model.overhead_ks(3) == (1, 2)
     # Real steps took 9+1·K ms beyond a model of 20+10·K ms at K=2 and K=6; K=1 (2 ms, off
     # the line) does not bend it.
-    assert calibration.fit_overhead({6: 0.080 + 0.015, 1: 0.030 + 0.002, 2: 0.040 + 0.011},
+    assert cost_model.fit_overhead({6: 0.080 + 0.015, 1: 0.030 + 0.002, 2: 0.040 + 0.011},
                                   lambda k: 0.020 + 0.010 * k) == pytest.approx((0.009, 0.001))
     # A K a real pipeline was timed at keeps what it measured; the others follow the line.
     timed = {1: 0.002}
-    assert calibration.predict(verify, 0.010, [runs], 1, (0.009, 0.001), timed_extra=timed)["step_s"] == \
+    assert cost_model.predict(verify, 0.010, [runs], 1, (0.009, 0.001), timed_extra=timed)["step_s"] == \
         pytest.approx(0.010 + 0.032 + 0.002)
-    assert calibration.predict(verify, 0.010, [runs], 3, (0.009, 0.001), timed_extra=timed)["step_s"] == \
+    assert cost_model.predict(verify, 0.010, [runs], 3, (0.009, 0.001), timed_extra=timed)["step_s"] == \
         pytest.approx(3 * 0.010 + 0.036 + 0.009 + 3 * 0.001)
 
 
@@ -169,21 +169,21 @@ def test_format_auto_resolves_to_the_calibrated_choice(result, presets, session_
 def test_agreement_runs_and_steps_by_hand():
     answer = [5, 6, 7, 8, 9, 10, 11]
     guesses = [5, 6, 0, 8, 9, 10, 0]        # the draft is wrong at positions 2 and 6
-    runs = calibration.agreement_runs(guesses, answer)
+    runs = cost_model.agreement_runs(guesses, answer)
     assert runs == [2, 1, 0, 3, 2, 1, 0]
     # answer[0] comes from the prompt's step. K=2 from p=1: keeps 1 guess (+1) -> p=3;
     # keeps 2 (+1) -> p=6; keeps 0 (+1) -> p=7: 3 steps for 6 tokens.
-    assert calibration.verify_steps(runs, 2) == 3
+    assert cost_model.verify_steps(runs, 2) == 3
     # K=1: p=1 -> 3 -> 5 -> 7: 3 steps. K=0 would be the main model alone: 6 steps.
-    assert calibration.verify_steps(runs, 1) == 3
-    assert calibration.verify_steps(runs, 0) == 6
-    assert calibration.tokens_per_step([runs, runs], 2) == pytest.approx(12 / 6)
+    assert cost_model.verify_steps(runs, 1) == 3
+    assert cost_model.verify_steps(runs, 0) == 6
+    assert cost_model.tokens_per_step([runs, runs], 2) == pytest.approx(12 / 6)
 
 
 def test_prediction_arithmetic_by_hand():
     verify = [0.100, 0.110, 0.120, 0.130]  # M = 1..4 tokens
     runs = [0, 3, 2, 1, 0]                  # 4 tokens after the first; K=2: p=1 -> 4 -> 5, 2 steps
-    p = calibration.predict(verify, 0.020, [runs], 2)
+    p = cost_model.predict(verify, 0.020, [runs], 2)
     assert p["tokens_per_step"] == pytest.approx(4 / 2)
     assert p["step_s"] == pytest.approx(2 * 0.020 + 0.120)
     assert p["speculative_tok_s"] == pytest.approx(2 / 0.160)
@@ -307,7 +307,7 @@ def test_a_busy_machine_is_noticed():
 
     spinner = subprocess.Popen([sys.executable, "-c", "import time\nt = time.time()\nwhile time.time() - t < 3: pass"])
     try:
-        busy = calibration.others_busy(1.0)
+        busy = measure.others_busy(1.0)
     finally:
         spinner.kill()
     assert busy is not None and busy >= 0.6 / cpu_cores()
@@ -315,21 +315,21 @@ def test_a_busy_machine_is_noticed():
 
 def test_race_curves_are_measured_sparsely_and_interpolated(result, monkeypatch):
     """The race curve is measured at a few M (one thread is slow) and filled in linearly."""
-    assert calibration.sparse_points(list(range(1, 10))) == [1, 2, 3, 5, 9]
-    assert result["race_curve_measured_at"] == calibration.sparse_points(list(range(1, K_MAX + 2)))
+    assert measure.sparse_points(list(range(1, 10))) == [1, 2, 3, 5, 9]
+    assert result["race_curve_measured_at"] == measure.sparse_points(list(range(1, K_MAX + 2)))
     asked = []
 
     def measured(model, ms, repeats=None):
         asked.append(list(ms))
         return [0.010 * m * m for m in ms]  # a convex curve: interpolation must not equal it
 
-    monkeypatch.setattr(calibration, "step_costs", measured)
-    curve = calibration.curve_costs(None, list(range(1, 10)), sparse=True)
+    monkeypatch.setattr(measure, "step_costs", measured)
+    curve = measure.curve_costs(None, list(range(1, 10)), sparse=True)
     assert asked == [[1, 2, 3, 5, 9]]
     assert curve[4] == pytest.approx(0.25) and curve[8] == pytest.approx(0.81)   # measured points
     assert curve[3] == pytest.approx((0.09 + 0.25) / 2)                          # M=4 between 3 and 5
     assert curve[6] == pytest.approx(0.25 + (0.81 - 0.25) * 2 / 4)               # M=7 between 5 and 9
-    assert calibration.curve_costs(None, [1, 2, 3], sparse=False) == pytest.approx([0.01, 0.04, 0.09])
+    assert measure.curve_costs(None, [1, 2, 3], sparse=False) == pytest.approx([0.01, 0.04, 0.09])
 
 
 def test_a_main_format_that_cannot_win_is_not_measured_further():
@@ -340,11 +340,11 @@ def test_a_main_format_that_cannot_win_is_not_measured_further():
     runs = {("a", "d"): [[0, 3, 2, 1, 0, 3, 2, 1, 0]]}
     mains = {"a": {"verify_s": {"fair": [0.040] * 5}, "dominated": False}}
     drafts = {"d": {"step_s": {"fair": 0.010}}}
-    best = max(calibration.predict([0.040] * 5, 0.010, runs[("a", "d")], k)["speculative_tok_s"] for k in (1, 2, 3, 4))
+    best = max(cost_model.predict([0.040] * 5, 0.010, runs[("a", "d")], k)["speculative_tok_s"] for k in (1, 2, 3, 4))
     slow = [0.200] * 5  # five times slower per step
-    bound = max(1.1 * calibration.tokens_per_step(runs[("a", "d")], k) / (k * 0.010 + 0.200) for k in (1, 2, 3, 4))
+    bound = max(1.1 * cost_model.tokens_per_step(runs[("a", "d")], k) / (k * 0.010 + 0.200) for k in (1, 2, 3, 4))
     assert bound < best  # 18.3 < 57.1 tok/s
-    assert calibration._dominated(slow, mains, drafts, runs, 4)
-    assert not calibration._dominated([0.045] * 5, mains, drafts, runs, 4)   # close enough to win
-    assert not calibration._dominated([0.030] + [0.500] * 4, mains, drafts, runs, 4)  # fastest alone
-    assert not calibration._dominated(slow, {}, drafts, {}, 4)
+    assert cost_model.dominated(slow, mains, drafts, runs, 4)
+    assert not cost_model.dominated([0.045] * 5, mains, drafts, runs, 4)   # close enough to win
+    assert not cost_model.dominated([0.030] + [0.500] * 4, mains, drafts, runs, 4)  # fastest alone
+    assert not cost_model.dominated(slow, {}, drafts, {}, 4)

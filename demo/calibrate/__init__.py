@@ -1,6 +1,8 @@
 """Calibration: measure this machine once and choose weight formats and K (python -m demo.calibrate).
 
-  calibration.py  verify-cost curves, acceptance, the cost model, the choice, its report
+  calibration.py  the whole calibration: candidates, stages, the choice, its report, the command line
+  measure.py      the measurements: step costs, greedy answers and the draft's guesses, pipeline overhead
+  cost_model.py   the standard model with a pipeline's overhead: predictions and the choice (pure)
   stages.py       the measurements, one saved stage at a time, each in a child process
   launch.py       LaunchCalibrator: the calibration a first launch runs (app.py hands it to
                   the engine, which never imports this package)
