@@ -1,7 +1,8 @@
 """demo/ imports only downward: every import in every module, at module level or inside a
 function, names a module of its own layer or of a layer below (demo/__init__.py states the
-rule). Read from the source with ast, nothing is imported, so a test run costs a few
-milliseconds and an import hidden in a function counts as much as one at the top.
+rule), and no modules import each other around a loop, inside a layer either. Read from the
+source with ast, nothing is imported, so a run costs milliseconds and an import hidden in a
+function counts as much as one at the top.
 
 Also: every child-process target and `python -m` module named in a string ("module:function",
 as demo.core.isolation runs them) exists, since moving a module breaks those silently.
@@ -72,6 +73,16 @@ class Import:
     line: int
     importer: str
     imported: str
+    type_only: bool  # under `if TYPE_CHECKING:`: never runs
+
+
+def _type_checking_lines(tree: ast.AST) -> set[int]:
+    lines = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            for inner in node.body:
+                lines.update(range(inner.lineno, (inner.end_lineno or inner.lineno) + 1))
+    return lines
 
 
 def imports(path: Path, source: str) -> Iterator[Import]:
@@ -79,7 +90,9 @@ def imports(path: Path, source: str) -> Iterator[Import]:
     import statement is."""
     importer = module_name(path)
     package = importer if path.name == "__init__.py" else importer.rpartition(".")[0]
-    for node in ast.walk(ast.parse(source, str(path))):
+    tree = ast.parse(source, str(path))
+    type_only = _type_checking_lines(tree)
+    for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             names = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -94,7 +107,7 @@ def imports(path: Path, source: str) -> Iterator[Import]:
             continue
         for name in names:
             if name == ROOT_PACKAGE or name.startswith(ROOT_PACKAGE + "."):
-                yield Import(path, node.lineno, importer, target(name))
+                yield Import(path, node.lineno, importer, target(name), node.lineno in type_only)
 
 
 def violations(sources: dict[Path, str]) -> list[str]:
@@ -155,6 +168,64 @@ def test_demo_init_states_the_same_order():
     stated = [re.findall(r"\w+", part) for part in line.split("<")]
     expected = [sorted(n for n, r in LAYERS.items() if r == rank) for rank in sorted(set(LAYERS.values()))]
     assert [sorted(s) for s in stated] == expected, f"demo/__init__.py says {line.strip()!r}"
+
+
+def cycles(sources: dict[Path, str]) -> list[list[str]]:
+    """Groups of modules that import each other, directly or around a loop (imports under
+    `if TYPE_CHECKING:` do not run, so they do not count)."""
+    graph: dict[str, set[str]] = {module_name(p): set() for p in sources}
+    for path, source in sources.items():
+        for imp in imports(path, source):
+            if not imp.type_only and imp.imported != imp.importer:
+                graph[imp.importer].add(imp.imported)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:  # Tarjan's strongly connected components
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_import_cycles_inside_a_layer_either():
+    found = cycles({p: p.read_text(encoding="utf-8") for p in MODULES.values()})
+    assert not found, f"modules that import each other (inside functions too): {found}"
+
+
+def test_the_cycle_check_sees_a_cycle_held_together_by_a_function_level_import():
+    planted = {
+        DEMO / "engine" / "planted_a.py": "from . import planted_b\n",
+        DEMO / "engine" / "planted_b.py": "def f():\n    from .planted_a import g\n",
+        DEMO / "engine" / "planted_c.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from . import planted_a\n",
+    }
+    for path in planted:
+        MODULES.setdefault(module_name(path), path)
+    try:
+        assert cycles(planted) == [["demo.engine.planted_a", "demo.engine.planted_b"]]
+    finally:
+        for path in planted:
+            MODULES.pop(module_name(path), None)
 
 
 # -- names in strings: child-process targets and python -m modules ------------------------
