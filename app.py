@@ -12,12 +12,14 @@ os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 import argparse
 import sys
 
-from demo.arena import Arena
-from demo.errors import run_command
-from demo.quiet_log import QuietLog
-from demo.render import CSS
-from demo.ui import THEME, build_demo
-from demo.web import CSS as BOOTH_CSS, Booth
+from demo.calibrate.launch import LaunchCalibrator
+from demo.core.errors import run_command
+from demo.core.quiet_log import QuietLog
+from demo.engine.arena import Arena
+from demo.web.booth import Booth
+from demo.web.render import CSS
+from demo.web.style import CSS as BOOTH_CSS
+from demo.web.ui import THEME, build_demo
 
 # Gradio's queue holds races and benchmarks only (light events skip it); past this many
 # waiting, a visitor is told the queue is full. The engine itself runs one at a time.
@@ -45,7 +47,7 @@ def make_demo(preset=None, models=None, cache_dir=None, allow_downloads=False, b
         default_concurrency_limit=1, max_size=MAX_QUEUE)
     demo.arena = arena  # for tools that drive the engine next to the page (demo.app_overhead)
     if warm:
-        arena.start_background_warmup(report, calibrate=calibrate)
+        arena.start_background_warmup(report, calibrator=LaunchCalibrator() if calibrate else None)
     return demo
 
 

@@ -18,13 +18,13 @@ import sys
 from pathlib import Path
 from typing import Optional
 
-from .errors import DemoError
+from .core.errors import DemoError
 
 PROMPT = "Write a Python function that checks whether a string is a palindrome, with a docstring."
 
 
 def _engine_once(arena, request) -> dict:
-    from .race import DoneEvent
+    from .core.streaming import DoneEvent
 
     results = {e.side: e.result for e in arena.run(request) if isinstance(e, DoneEvent)}
     s = arena.summarize(results, request)
@@ -50,8 +50,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     import app as app_module
     from gradio_client import Client
 
-    from .arena import RaceRequest
-    from .settings import GenerationSettings
+    from .core.settings import GenerationSettings
+    from .engine.arena import RaceRequest
 
     try:
         demo = app_module.make_demo(args.preset, cache_dir=args.cache_dir)

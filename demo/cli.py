@@ -16,11 +16,11 @@ import threading
 from pathlib import Path
 from typing import Optional
 
-from . import placement
-from .errors import DemoError, run_command
-from .race import ChunkEvent, DoneEvent, race, sequential
-from .settings import GenerationSettings, PipelineOptions, cpu_cores
-from .streaming import BASELINE, SPECULATIVE
+from .core import placement
+from .core.errors import DemoError, run_command
+from .core.settings import GenerationSettings, PipelineOptions, cpu_cores
+from .core.streaming import BASELINE, SPECULATIVE, ChunkEvent, DoneEvent
+from .engine.race import race, sequential
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -51,7 +51,7 @@ def _resolve(args) -> tuple[Path, Optional[Path], str, int]:
     if args.preset:
         if len(args.paths) != 1:
             raise DemoError("With --preset, give only the prompt as an argument.")
-        from .arena import Arena
+        from .engine.arena import Arena
 
         arena = Arena.create(args.models, args.cache_dir)
         pair = arena.prepare(args.preset, lambda m: print(f"[{m}]", file=sys.stderr))
@@ -60,7 +60,7 @@ def _resolve(args) -> tuple[Path, Optional[Path], str, int]:
     if len(args.paths) != need:
         usage = "MAIN_DIR PROMPT" if args.prompt_lookup else "MAIN_DIR DRAFT_DIR PROMPT"
         raise DemoError(f"Give {usage} (or --preset NAME PROMPT).")
-    from .sources import is_ir_folder
+    from .models.sources import is_ir_folder
 
     dirs = [Path(p) for p in args.paths[:-1]]
     for d in dirs:
@@ -75,9 +75,9 @@ def main(argv: Optional[list[str]] = None) -> int:
 
 
 def _run(args) -> int:
-    from .arena import validate_prompt
-    from .metrics import acceptance_rate, equality_verdict, side_stats, speedup
-    from .pipelines import PipelineCache
+    from .core.metrics import acceptance_rate, equality_verdict, side_stats, speedup
+    from .engine.arena import validate_prompt
+    from .engine.pipelines import PipelineCache
 
     main_dir, draft_dir, prompt, default_k = _resolve(args)
     validate_prompt(prompt)

@@ -6,7 +6,7 @@
 Each format × thread count of the main and draft models is compiled and run (a 100-token
 prefill, then a few decoding steps) in a child process, so a crash in OpenVINO's native code
 (SIGFPE, SIGSEGV) or a hang is reported here instead of taking anything down. The results
-go to this machine's safety record (demo.safety), which the app and calibration read: a
+go to this machine's safety record (demo.engine.safety), which the app and calibration read: a
 configuration that crashes is never used. Formats not prepared yet are listed as such
 unless --prepare converts them first (minutes each).
 """
@@ -18,74 +18,13 @@ import sys
 from pathlib import Path
 from typing import Optional
 
-from .errors import DemoError, run_command
-from .safety import CRASHES, TOO_SLOW, WORKS, NativeConfig, NativeGuard, SafetyRecord
-
-LABELS = {WORKS: "works", CRASHES: "crashes", TOO_SLOW: "too slow"}
-
-
-def thread_counts(text: str, cores: int) -> list[Optional[int]]:
-    out: list[Optional[int]] = []
-    for part in (p.strip() for p in text.split(",") if p.strip()):
-        if part == "default":
-            out.append(None)
-        elif part.isdigit() and 1 <= int(part) <= cores:
-            out.append(int(part))
-        else:
-            raise DemoError(f"Thread counts must be 1 to {cores} or 'default', separated by commas (got {part!r}).")
-    if not out:
-        raise DemoError("Give at least one thread count, e.g. --threads 1,2,default.")
-    return list(dict.fromkeys(out))
-
-
-def diagnose(preset, store, formats: list[str], threads: list[Optional[int]], prepare: bool = False,
-             report=lambda m: None, guard: Optional[NativeGuard] = None) -> list[dict]:
-    """One row per role × format × thread count: status, ms per token, the sentence."""
-    from .formats import FORMATS
-
-    guard = guard or NativeGuard(SafetyRecord(store.cache_dir))
-    rows = []
-    for role, spec in (("main", preset.main), ("draft", preset.draft)):
-        if spec is None:
-            continue
-        for fmt in formats if _has_formats(spec) else [None]:
-            if fmt is not None and fmt not in FORMATS:
-                raise DemoError(f"Unknown format {fmt!r}; choose from {', '.join(FORMATS)}.")
-            folder = store.ready_path(spec, fmt)
-            if folder is None and prepare:
-                report(f"preparing the {role} model as {fmt}")
-                folder = store.prepare(spec, f"{role} model", weight_format=fmt).path
-            for n in threads:
-                row = {"role": role, "format": fmt or "as prepared", "threads": n}
-                if folder is None:
-                    rows.append({**row, "status": "not prepared", "ms_per_token": None,
-                                 "detail": f"run with --prepare, or python -m demo.prepare --preset {preset.name}"})
-                    continue
-                config = NativeConfig(str(folder), role, n)
-                entry = guard.prove(config, report, None)  # afresh: an earlier verdict is replaced
-                rows.append({**row, "status": entry["status"], "ms_per_token": entry.get("ms_per_token"),
-                             "detail": entry["detail"]})
-    return rows
-
-
-def _has_formats(spec) -> bool:
-    from .sources import has_formats
-
-    return has_formats(spec)
-
-
-def table(rows: list[dict]) -> str:
-    lines = [f"{'model':<6} {'format':<12} {'threads':<8} {'result':<13} {'ms/token':>8}"]
-    for r in rows:
-        ms = f"{r['ms_per_token']:.0f}" if r.get("ms_per_token") else "–"
-        threads = "default" if r["threads"] is None else str(r["threads"])
-        lines.append(f"{r['role']:<6} {r['format']:<12} {threads:<8} {LABELS.get(r['status'], r['status']):<13} {ms:>8}")
-    crashed = [r["detail"] for r in rows if r["status"] == CRASHES]
-    return "\n".join(lines + [""] + crashed if crashed else lines)
+from .calibrate.doctor import diagnose, table, thread_counts
+from .core.errors import run_command
+from .engine.safety import CRASHES
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    from .settings import cpu_cores
+    from .core.settings import cpu_cores
 
     ap = argparse.ArgumentParser(prog="python -m demo.doctor", description=__doc__.split("\n")[0])
     ap.add_argument("--preset", help="preset name (default: models.yaml's default)")
@@ -98,9 +37,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     args = ap.parse_args(argv)
 
     def body() -> int:
-        from .machine import machine_info
-        from .presets import load_presets
-        from .sources import ModelStore
+        from .core.machine import machine_info
+        from .models.presets import load_presets
+        from .models.sources import ModelStore
 
         preset = load_presets(args.models).get(args.preset)
         store = ModelStore(args.cache_dir)

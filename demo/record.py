@@ -1,4 +1,4 @@
-"""Record a race to a JSON file the page can replay (demo.recording).
+"""Record a race to a JSON file the page can replay (demo.records.recording).
 
     python -m demo.record --preset smollm2-self-draft --out recordings/smollm2-race.json "prompt"
     python -m demo.record --preset NAME --mode three-way --out recordings/NAME-three-way.json "prompt"
@@ -15,7 +15,7 @@ import threading
 from pathlib import Path
 from typing import Optional
 
-from .errors import DemoError, run_command
+from .core.errors import DemoError, run_command
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -39,10 +39,11 @@ def main(argv: Optional[list[str]] = None) -> int:
 
 
 def _record(args) -> int:
-    from . import outcomes, recording, three_way
-    from .arena import Arena, RaceRequest, StatusEvent
-    from .race import DoneEvent
-    from .settings import GenerationSettings
+    from .core.settings import GenerationSettings
+    from .core.streaming import DoneEvent, StatusEvent
+    from .engine import three_way
+    from .engine.arena import Arena, RaceRequest
+    from .records import outcomes, recording
 
     if args.out.suffix != ".json":
         raise DemoError(f"{args.out} does not end in .json; name the recording e.g. recordings/my-race.json.")

@@ -4,7 +4,7 @@
     python -m demo.soak --runs 200 --preset smollm2-self-draft --max-new-tokens 32 --json soak.json
 
 A booth kiosk or a Space serves strangers for days in one process, so what one race
-leaves behind adds up. This drives the engine's front door (demo.arena) exactly as the
+leaves behind adds up. This drives the engine's front door (demo.engine.arena) exactly as the
 page does, with no page, and measures:
 
 * resident memory after a warm-up and at the end (growth %), and its trend over the
@@ -42,17 +42,16 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterator, Optional
 
-from . import memory
-from .arena import Arena, RaceRequest
-from .errors import DemoError, run_command
-from .metrics import side_stats
-from .race import ChunkEvent, DoneEvent
-from .settings import GenerationSettings
-from .sources import default_cache_dir
-from .streaming import BASELINE, SPECULATIVE
+from .core import memory
+from .core.errors import DemoError, run_command
+from .core.metrics import side_stats
+from .core.settings import GenerationSettings
+from .core.streaming import BASELINE, SPECULATIVE, ChunkEvent, DoneEvent
+from .engine.arena import Arena, RaceRequest
+from .models.sources import default_cache_dir
 
 MB = 1 << 20
-# Threads the engine starts per run (demo.race, demo.arena); none may outlive its run.
+# Threads the engine starts per run (demo.engine.race, demo.engine.arena); none may outlive its run.
 WORKER_PREFIXES = ("race-", "fair", "arena-load")
 
 
@@ -200,7 +199,7 @@ def _soak(runs: int, preset: Optional[str], max_new_tokens: int, stop_every: int
     arena = Arena.create(models, cache_dir)
     preset_obj = arena.presets.get(preset)
     settings = GenerationSettings(max_new_tokens=max_new_tokens, assistant_tokens=preset_obj.assistant_tokens).validated()
-    from .bench_prompts import select
+    from .core.bench_prompts import select
 
     prompts = list(preset_obj.examples) + [p.text for p in select()]
     at_start = snapshot(arena)
@@ -248,8 +247,7 @@ def _soak(runs: int, preset: Optional[str], max_new_tokens: int, stop_every: int
         "no_scratch_left": new_scratch == [],
         "no_failed_runs": failed == [],
     }
-    from .bench import versions
-    from .machine import machine_info
+    from .core.machine import machine_info, versions
 
     return {
         "soak_version": 1,

@@ -49,8 +49,8 @@ def main() -> int:
     from gradio_client import Client
     from playwright import sync_api
 
-    from demo import three_way
-    from demo.sources import ModelStore
+    from demo.engine import three_way
+    from demo.models.sources import ModelStore
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--preset", default="smollm2-self-draft")

@@ -23,12 +23,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from demo.machine import machine_info  # noqa: E402
-from demo.bench_prompts import select  # noqa: E402
-from demo.errors import DemoError, run_command  # noqa: E402
-from demo.presets import PypiSource, load_presets  # noqa: E402
-from demo.settings import cpu_cores  # noqa: E402
-from demo.sources import ModelStore  # noqa: E402
+from demo.core.bench_prompts import select  # noqa: E402
+from demo.core.errors import DemoError, run_command  # noqa: E402
+from demo.core.machine import machine_info  # noqa: E402
+from demo.core.settings import cpu_cores  # noqa: E402
+from demo.models.presets import PypiSource, load_presets  # noqa: E402
+from demo.models.sources import ModelStore  # noqa: E402
 
 
 def assemble(spec: PypiSource, out: Path) -> Path:

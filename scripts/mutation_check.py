@@ -50,7 +50,7 @@ MUTATIONS = [
     Mutation(
         "render: no HTML escaping",
         "model output reaches the page as HTML (<script> would run)",
-        "demo/render.py",
+        "demo/web/render.py",
         "    return html.escape(text, quote=True)",
         "    return text",
         ("tests/test_render.py",),
@@ -58,7 +58,7 @@ MUTATIONS = [
     Mutation(
         "race: sides run one after the other",
         "the race is sequential, so one panel waits for the other",
-        "demo/race.py",
+        "demo/engine/race.py",
         '    for s in SIDES:\n'
         '        workers.start(f"race-{s}", lambda r=runners[s]: _run_side(r, prompt, settings, stop, events.put))',
         '    workers.start("race-both", lambda: [_run_side(runners[s], prompt, settings, stop, events.put)\n'
@@ -68,7 +68,7 @@ MUTATIONS = [
     Mutation(
         "streaming: accepted count off by one (pure)",
         "Chunk.accepted counts the main model's own token as accepted",
-        "demo/streaming.py",
+        "demo/core/streaming.py",
         "        return len(self.token_ids) - 1 if self.side == SPECULATIVE else 0",
         "        return len(self.token_ids) if self.side == SPECULATIVE else 0",
         ("tests/test_render.py::test_speculative_marks_match_accepted_tokens",),
@@ -76,7 +76,7 @@ MUTATIONS = [
     Mutation(
         "streaming: accepted count off by one (vs OpenVINO)",
         "the same, caught by comparing with OpenVINO's own accepted count on a real run",
-        "demo/streaming.py",
+        "demo/core/streaming.py",
         "        return len(self.token_ids) - 1 if self.side == SPECULATIVE else 0",
         "        return len(self.token_ids) if self.side == SPECULATIVE else 0",
         ("tests/test_engine.py::test_race_streams_both_sides_and_groups_chunks_by_step",),
@@ -84,7 +84,7 @@ MUTATIONS = [
     Mutation(
         "race: speculative side ignores Stop",
         "after Stop the speculative pipeline keeps generating",
-        "demo/race.py",
+        "demo/engine/race.py",
         "        return not stop.is_set()",
         "        return runner.side == \"speculative\" or not stop.is_set()",
         ("tests/test_race_logic.py::test_stop_cancels_both_sides_within_one_step",),
@@ -92,7 +92,7 @@ MUTATIONS = [
     Mutation(
         "race: speculative side ignores Stop (page)",
         "the same, caught through the page: Stop pressed via gradio_client",
-        "demo/race.py",
+        "demo/engine/race.py",
         "        return not stop.is_set()",
         "        return runner.side == \"speculative\" or not stop.is_set()",
         ("tests/test_app.py::test_stop_cancels_within_two_steps_and_the_page_stays_usable",),
@@ -100,7 +100,7 @@ MUTATIONS = [
     Mutation(
         "pipelines: the streamer never cancels generate()",
         "Stop reaches the runner, but OpenVINO generates to the end",
-        "demo/pipelines.py",
+        "demo/engine/pipelines.py",
         "                if not keep_going:\n                    result.cancelled = True\n"
         "                    return ov.StreamingStatus.CANCEL",
         "                if not keep_going:\n                    result.cancelled = True\n"
@@ -110,7 +110,7 @@ MUTATIONS = [
     Mutation(
         "race: closing the stream does not stop the sides",
         "Stop or a closed tab leaves both pipelines generating",
-        "demo/race.py",
+        "demo/engine/race.py",
         "        if pending:\n            stop.set()\n\n\ndef _drain",
         "        if pending:\n            pass\n\n\ndef _drain",
         ("tests/test_race_logic.py::test_closing_the_stream_returns_at_once_and_the_threads_end_by_themselves",),
@@ -118,7 +118,7 @@ MUTATIONS = [
     Mutation(
         "race: closing the stream waits for the workers",
         "closing joins the threads on the server's event loop, freezing every visitor",
-        "demo/race.py",
+        "demo/engine/race.py",
         "        if pending:\n            stop.set()\n\n\ndef _drain",
         "        if pending:\n            stop.set()\n"
         "            for t in threading.enumerate():\n"
@@ -129,7 +129,7 @@ MUTATIONS = [
     Mutation(
         "race: a side's clock starts with its thread",
         "time spent waiting for a pipeline a stopped run still holds counts against a side",
-        "demo/race.py",
+        "demo/engine/race.py",
         "        result = runner.run(prompt, settings, on_chunk, on_start)",
         "        on_start(time.perf_counter())\n"
         "        result = runner.run(prompt, settings, on_chunk, lambda t: None)",
@@ -138,7 +138,7 @@ MUTATIONS = [
     Mutation(
         "render: accepted guesses lose their highlight",
         "the accepted span is empty, so the page hides what speculation bought",
-        "demo/render.py",
+        "demo/web/render.py",
         '        acc = c.accepted_text if c.text.startswith(c.accepted_text) else ""',
         '        acc = ""',
         ("tests/test_render.py",),
@@ -146,7 +146,7 @@ MUTATIONS = [
     Mutation(
         "race: replay ignores the speed",
         "a replay at 2x plays at 1x",
-        "demo/race.py",
+        "demo/engine/race.py",
         "        wait = offset / speed - (clock() - t0)",
         "        wait = offset - (clock() - t0)",
         ("tests/test_race_logic.py::test_replay_keeps_each_sides_pace_and_merges_by_offset",),
@@ -154,7 +154,7 @@ MUTATIONS = [
     Mutation(
         "metrics: verdict ignores a divergence",
         "two different outputs are reported identical",
-        "demo/metrics.py",
+        "demo/core/metrics.py",
         "        if a != b:\n            return",
         "        if a != b and False:\n            return",
         ("tests/test_race_logic.py::test_acceptance_rate_and_verdicts",),
@@ -162,7 +162,7 @@ MUTATIONS = [
     Mutation(
         "calibrate: the draft's guesses shifted by one position",
         "acceptance would be counted against the wrong answer token, so τ(K) and the choice go wrong",
-        "demo/calibrate.py",
+        "demo/calibrate/measure.py",
         "    return [int(x) for x in logits[0, len(prompt_ids) - 1:].argmax(-1)]",
         "    return [int(x) for x in logits[0, len(prompt_ids):].argmax(-1)] + [-1]",
         ("tests/test_calibrate.py::test_tokens_per_step_match_a_real_speculative_run",),
@@ -170,7 +170,7 @@ MUTATIONS = [
     Mutation(
         "calibrate: a step keeps every guess up to K, right or wrong",
         "τ(K) would grow with K regardless of acceptance, so calibration would always pick the largest K",
-        "demo/calibrate.py",
+        "demo/calibrate/cost_model.py",
         "        p += min(runs[p], k) + 1",
         "        p += k + 1",
         ("tests/test_calibrate.py::test_agreement_runs_and_steps_by_hand",),
@@ -178,15 +178,15 @@ MUTATIONS = [
     Mutation(
         "calibrate: the real pipeline's overhead is left out of the prediction",
         "the model would favour small K and fast-stepping formats again (K=1 at 0.77× the best on a Zen 4)",
-        "demo/calibrate.py",
-        "    step = k * draft_step + verify[k] + max(0.0, overhead[0] + overhead[1] * k)",
+        "demo/calibrate/cost_model.py",
+        "    step = k * draft_step + verify[k] + max(0.0, extra)",
         "    step = k * draft_step + verify[k]",
         ("tests/test_calibrate.py::test_prediction_with_overhead_by_hand",),
     ),
     Mutation(
         "calibrate: the fitted overhead line is anchored at K=0 by the first K's excess alone",
         "every step would carry the per-guess cost of the first K once more",
-        "demo/calibrate.py",
+        "demo/calibrate/cost_model.py",
         "    return extra0 - per_guess * k0, per_guess",
         "    return extra0, per_guess",
         ("tests/test_calibrate.py::test_prediction_with_overhead_by_hand",),
@@ -194,7 +194,7 @@ MUTATIONS = [
     Mutation(
         "calibrate: a K timed in the real pipeline is predicted from the line anyway",
         "K=1, whose real step sits 20 % below the line through K=2 and 6, would read 25 % slow again",
-        "demo/calibrate.py",
+        "demo/calibrate/cost_model.py",
         "    extra = timed_extra[k] if timed_extra and k in timed_extra else overhead[0] + overhead[1] * k",
         "    extra = overhead[0] + overhead[1] * k",
         ("tests/test_calibrate.py::test_prediction_with_overhead_by_hand",),
@@ -202,7 +202,7 @@ MUTATIONS = [
     Mutation(
         "pipelines: an evicted side is kept alive",
         "fair mode on a pair that fits one side at a time would hold both pipelines anyway",
-        "demo/pipelines.py",
+        "demo/engine/pipelines.py",
         "        _, runners = self._pairs.popitem(last=False)\n        runners.clear()",
         "        _, runners = self._pairs.popitem(last=False)\n"
         "        self.__dict__.setdefault('kept', []).append(dict(runners))\n"
@@ -212,7 +212,7 @@ MUTATIONS = [
     Mutation(
         "race: fair mode always runs the baseline first",
         "a pair loaded in turn would load both sides for every fair run, not one",
-        "demo/race.py",
+        "demo/engine/race.py",
         "    order = sorted(SIDES, key=lambda side: not loaded(side))",
         "    order = SIDES",
         ("tests/test_engine.py::test_fair_mode_loads_one_side_at_a_time_when_both_do_not_fit",),
@@ -220,7 +220,7 @@ MUTATIONS = [
     Mutation(
         "metrics: speedup's arguments swapped",
         "the page shows baseline ÷ speculative as the speedup",
-        "demo/metrics.py",
+        "demo/core/metrics.py",
         "    return speculative.tokens_per_s / baseline.tokens_per_s",
         "    return baseline.tokens_per_s / speculative.tokens_per_s",
         ("tests/test_fairness.py::test_the_page_shows_the_engines_own_numbers",),
@@ -228,7 +228,7 @@ MUTATIONS = [
     Mutation(
         "pipelines: baseline without the shared scheduler",
         "the baseline gets OpenVINO's default scheduler (prefix cache on), the speculative side does not",
-        "demo/pipelines.py",
+        "demo/engine/pipelines.py",
         "            pipes[BASELINE] = ov.LLMPipeline(key.main, o.main_device, **main_props)",
         "            pipes[BASELINE] = ov.LLMPipeline(key.main, o.main_device,\n"
         "                                             **{k: v for k, v in main_props.items() if k != 'scheduler_config'})",
@@ -237,7 +237,7 @@ MUTATIONS = [
     Mutation(
         "placement: thread count dropped",
         "racing pipelines get OpenVINO's default threads and oversubscribe the cores",
-        "demo/placement.py",
+        "demo/core/placement.py",
         '        props.update({"INFERENCE_NUM_THREADS": options.threads, "ENABLE_CPU_PINNING": False})',
         '        props.update({"ENABLE_CPU_PINNING": False})',
         ("tests/test_fairness.py::test_a_cpu_race_splits_the_cores_and_builds_both_sides_from_equal_schedulers",),
@@ -245,7 +245,7 @@ MUTATIONS = [
     Mutation(
         "placement: one exact-mode property dropped",
         "exact mode no longer guarantees equal greedy outputs",
-        "demo/placement.py",
+        "demo/core/placement.py",
         '    "KV_CACHE_PRECISION": "f32",\n',
         "",
         ("tests/test_fairness.py::test_exact_mode_reaches_both_pipelines_and_the_draft",),
@@ -253,7 +253,7 @@ MUTATIONS = [
     Mutation(
         "placement: CPU properties sent to a GPU side",
         "a draft on the GPU is told CPU threads and pinning",
-        "demo/placement.py",
+        "demo/core/placement.py",
         '    if k == "CPU" and options.threads is not None:',
         "    if options.threads is not None:",
         ("tests/test_fairness.py::test_a_gpu_draft_gets_no_cpu_properties_and_the_cpu_is_split_between_the_two_mains",),
@@ -261,7 +261,7 @@ MUTATIONS = [
     Mutation(
         "arena: the race's thread choice ignores a recorded crash",
         "a race compiles a configuration that crashed OpenVINO here, and the app dies",
-        "demo/arena.py",
+        "demo/engine/arena.py",
         "            if not unusable:\n                return n",
         "            if True:\n                return n",
         ("tests/test_native_safety.py::test_a_race_survives_a_crashing_thread_count_and_a_restart_never_tries_it_again",),
@@ -269,7 +269,7 @@ MUTATIONS = [
     Mutation(
         "calibration: stages are not told what crashed",
         "calibration compiles the crashing configuration again after each crash",
-        "demo/calibration_stages.py",
+        "demo/calibrate/stages.py",
         '{**args, "unusable": self.unusable()}',
         '{**args, "unusable": []}',
         ("tests/test_native_safety.py::test_calibration_skips_a_crashing_format_and_resumes_after_an_interruption",),
@@ -277,7 +277,7 @@ MUTATIONS = [
     Mutation(
         "calibration: finished stages are not reused",
         "a restart mid-calibration measures everything again",
-        "demo/calibration_stages.py",
+        "demo/calibrate/stages.py",
         "        if name in self.done:",
         "        if False:",
         ("tests/test_native_safety.py::test_calibration_skips_a_crashing_format_and_resumes_after_an_interruption",),
@@ -285,7 +285,7 @@ MUTATIONS = [
     Mutation(
         "quiet log: repeated lines printed",
         "a Space's log repeats the same progress line hundreds of times",
-        "demo/quiet_log.py",
+        "demo/core/quiet_log.py",
         '            if message == state["last"] or (now - state["printed"] < self.interval_s and not finished):',
         '            if now - state["printed"] < self.interval_s and not finished:',
         ("tests/test_native_safety.py::test_the_log_prints_progress_sparingly_and_each_tasks_duration",),

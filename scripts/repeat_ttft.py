@@ -1,5 +1,5 @@
 """Time to first token of a long prompt repeated three times on both sides, as the arena
-builds them (demo.pipelines): a prefix cache on one side only shows as a repeat far faster
+builds them (demo.engine.pipelines): a prefix cache on one side only shows as a repeat far faster
 than its first run there and not on the other side.
 
     python scripts/repeat_ttft.py [--preset NAME] [--threads 1] [--json OUT.json]
@@ -16,7 +16,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from demo.machine import machine_info  # noqa: E402
+from demo.core.machine import machine_info  # noqa: E402
 
 
 def long_prompt(words: int = 650) -> str:
@@ -32,10 +32,10 @@ def main(argv):
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
 
-    from demo.arena import Arena, RaceRequest
-    from demo.placement import scheduler_settings
-    from demo.settings import GenerationSettings, PipelineOptions
-    from demo.streaming import SIDES
+    from demo.core.placement import scheduler_settings
+    from demo.core.settings import GenerationSettings, PipelineOptions
+    from demo.core.streaming import SIDES
+    from demo.engine.arena import Arena, RaceRequest
 
     arena = Arena.create()
     request = RaceRequest(prompt="x", preset=args.preset)

@@ -199,8 +199,8 @@ def main(argv=None) -> int:
     from gradio_client import Client
 
     import app
-    from demo.machine import machine_info
-    from demo.bench_prompts import select
+    from demo.core.bench_prompts import select
+    from demo.core.machine import machine_info
     from demo.serve import cluster, config as serve_config
 
     prompts = [p.text for p in select(["code"], 2) + select(["chat"], 1)]

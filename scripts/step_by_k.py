@@ -1,7 +1,7 @@
 """Experiment (BENCHMARKS.md): how long one step of a real speculative pipeline takes at each
-K, against the straight line calibration fits through two K (demo.calibrate.fit_overhead).
+K, against the straight line calibration fits through two K (demo.calibrate.cost_model.fit_overhead).
 
-The arena's own speculative pipeline (demo.pipelines.build_side, greedy) answers one
+The arena's own speculative pipeline (demo.engine.pipelines.build_side, greedy) answers one
 prompt at every K, the K interleaved round by round after an untimed run, and each step is
 timed from the streamed chunks after the first token. It prints the median step per K, the
 line through the two `--fit` K, and each K's distance from it; `--json` writes it all.
@@ -20,10 +20,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from demo.machine import machine_info  # noqa: E402
-from demo.pipelines import PairKey, build_side  # noqa: E402
-from demo.settings import GenerationSettings, PipelineOptions  # noqa: E402
-from demo.streaming import SPECULATIVE  # noqa: E402
+from demo.core.machine import machine_info  # noqa: E402
+from demo.core.settings import GenerationSettings, PipelineOptions  # noqa: E402
+from demo.core.streaming import SPECULATIVE  # noqa: E402
+from demo.engine.pipelines import PairKey, build_side  # noqa: E402
 
 PROMPT = "Write a Python function that checks whether a string is a palindrome."
 

@@ -26,8 +26,8 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from demo.machine import machine_info  # noqa: E402
-from demo.presets import load_presets  # noqa: E402
+from demo.core.machine import machine_info  # noqa: E402
+from demo.models.presets import load_presets  # noqa: E402
 
 PROMPT = "Write a Python function that checks whether a number is prime."
 

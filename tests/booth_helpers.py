@@ -126,7 +126,7 @@ def toasts(page) -> list:
 
 
 def db_rows(path: Path) -> list:
-    """The scoreboard read back with sqlite3 itself, not through demo.scoreboard."""
+    """The scoreboard read back with sqlite3 itself, not through demo.records.scoreboard."""
     with contextlib.closing(sqlite3.connect(path)) as db:
         db.row_factory = sqlite3.Row
         return [dict(r) for r in db.execute("SELECT * FROM races ORDER BY id")]

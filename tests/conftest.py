@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from demo.presets import load_presets
+from demo.models.presets import load_presets
+from demo.models.sources import CACHE_ENV, ModelStore
 
 pytest.register_assert_rewrite("tests.ci_skips")  # a plugin (below) that conftest also imports
 from tests.ci_skips import in_ci  # noqa: E402
-from demo.sources import CACHE_ENV, ModelStore
 
 # With CI=true a skip is a failure (tests/ci_skips.py).
 pytest_plugins = ["tests.ci_skips"]
@@ -40,6 +40,8 @@ def pytest_collection_modifyitems(items):
     for item in items:
         if item.nodeid.startswith(FAST):
             item.add_marker(pytest.mark.fast)
+
+
 INSTALL_ALL = "`bash scripts/test.sh` installs everything the tests need"
 
 
@@ -120,7 +122,7 @@ def engine_runs():
     import time
     from types import SimpleNamespace
 
-    from demo.pipelines import OpenVINORunner
+    from demo.engine.pipelines import OpenVINORunner
 
     runs: list = []
     real_run = OpenVINORunner.run

@@ -1,4 +1,4 @@
-"""Test doubles with the same interface as demo.pipelines.OpenVINORunner.
+"""Test doubles with the same interface as demo.engine.pipelines.OpenVINORunner.
 
 FakeRunner replays canned chunks, so merging, stopping and replay logic can be tested fast
 and deterministically without OpenVINO. Its pace is set by `step(i)`, called before chunk
@@ -12,8 +12,7 @@ import threading
 import time
 from typing import Callable, Optional
 
-from demo.pipelines import RunResult
-from demo.streaming import SPECULATIVE, Chunk
+from demo.core.streaming import SPECULATIVE, Chunk, RunResult
 
 
 class FakeRunner:

@@ -1,4 +1,4 @@
-"""Stand-ins that really crash, run in the child processes of demo.isolation.
+"""Stand-ins that really crash, run in the child processes of demo.core.isolation.
 
 $CRASH_ON names a model folder and a thread count ("<folder name>|<threads or default>"):
 compiling that configuration kills the child with a real SIGFPE, as OpenVINO's CPU plugin
@@ -10,9 +10,10 @@ import os
 import signal
 from pathlib import Path
 
-from demo import calibration_stages, safety
-from demo.calibration_stages import measure_overhead  # noqa: F401  (stages run from here)
-from demo.stateful import StatefulModel
+from demo.calibrate import stages as calibration_stages
+from demo.calibrate.stages import measure_overhead  # noqa: F401  (stages run from here)
+from demo.engine import safety
+from demo.engine.stateful import StatefulModel
 
 
 def _crash_if_chosen(folder, threads) -> None:
@@ -35,9 +36,9 @@ def smoke_test(args, send):
 
 def _with_crashes(stage):
     def run(args, send):
-        from demo import calibrate
+        from demo.calibrate import measure
 
-        calibrate.StatefulModel = CrashingModel
+        measure.StatefulModel = CrashingModel
         return stage(args, send)
     return run
 

@@ -10,10 +10,10 @@ import time
 
 import pytest
 
-from demo.admission import Admission, Cancelled, QueueFull
-from demo.race import race
-from demo.settings import GenerationSettings
-from demo.streaming import BASELINE, SPECULATIVE
+from demo.core.settings import GenerationSettings
+from demo.core.streaming import BASELINE, SPECULATIVE
+from demo.engine.admission import Admission, Cancelled, QueueFull
+from demo.engine.race import race
 from tests.fakes import FakeRunner
 
 HANG_GUARD_S = 20

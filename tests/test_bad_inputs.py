@@ -28,9 +28,9 @@ import pytest
 import yaml
 from gradio_client import Client
 
-from demo.errors import DemoError
-from demo.presets import DEFAULT_MODELS_YAML
-from demo.sources import ModelStore
+from demo.core.errors import DemoError
+from demo.models.presets import DEFAULT_MODELS_YAML
+from demo.models.sources import ModelStore
 from tests.conftest import SMOLLM2, _free_port
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -257,7 +257,7 @@ def test_bench_refuses_bad_plans_with_one_sentence(client, arena, args, fragment
 
 def test_a_not_prepared_hub_preset_starts_no_download(client, arena, monkeypatch):
     """Refused before anything is fetched: no prepare, no hub call that may use the network."""
-    from demo import sources
+    from demo.models import sources
 
     prepared, hub_calls = [], []
     real_prepare = ModelStore.prepare
@@ -335,9 +335,9 @@ def test_streamed_text_is_exactly_the_tokenizers_text(arena):
     detokenizer: OpenVINO's detokenizer drops an incomplete UTF-8 tail instead of writing
     U+FFFD, and the baseline side (one token per step) used to lose every emoji.
     """
-    from demo.arena import RaceRequest
-    from demo.race import DoneEvent
-    from demo.settings import GenerationSettings
+    from demo.core.settings import GenerationSettings
+    from demo.core.streaming import DoneEvent
+    from demo.engine.arena import RaceRequest
 
     for prompt in (ODD_TEXT[0][1], "Write three emoji about the sea."):
         request = RaceRequest(prompt=prompt, preset=SMOLLM2, settings=GenerationSettings(max_new_tokens=24, assistant_tokens=4))

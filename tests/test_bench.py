@@ -13,11 +13,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from demo import bench
-from demo.bench_prompts import CLASSES, PROMPTS, select
-from demo.errors import DemoError
-from demo.pipelines import RunResult
-from demo.streaming import BASELINE, SPECULATIVE, Chunk
+from demo.bench import benchmark as bench
+from demo.core.bench_prompts import CLASSES, PROMPTS, select
+from demo.core.errors import DemoError
+from demo.core.streaming import BASELINE, SPECULATIVE, Chunk, RunResult
 
 from .conftest import SMOLLM2
 from .fakes import RecordingRunner

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from demo import three_way
+from demo.engine import three_way
 
 from .booth_helpers import (
     ARTIFACTS, another_page, browser_page, db_rows, engine_text, engine_tokens, open_tab, require_browser, running,
@@ -268,7 +268,7 @@ def test_bad_recordings_get_one_sentence_and_never_break_the_page(page, tmp_path
         assert "<img" not in message and "onerror" not in message, f"{name}: the file's content was echoed"
     assert page.dialogs == [], f"a recording's content ran: {page.dialogs}"
     # The page still works: a good recording (the menu's first) replays after all of that.
-    from demo.recording import shipped
+    from demo.records.recording import shipped
 
     first = next(iter(shipped().values()))
     page.click("#replay-run")

@@ -5,8 +5,9 @@ import json
 
 import pytest
 
-from demo import calibrate
-from demo.errors import DemoError
+from demo.calibrate import calibration, cost_model, measure
+from demo.core.errors import DemoError
+from demo.models import calibration_store
 
 K_MAX = 4
 PROMPT = "Write a Python function that reverses a string."
@@ -17,7 +18,7 @@ NEW_TOKENS = 32
 def result(presets, session_store, smollm2_ir):
     # gguf drafting for gguf agrees with itself; an int4 draft of the same model does not
     # always, which is what makes the acceptance check below worth something.
-    return calibrate.calibrate(presets.get("smollm2-self-draft"), session_store, main_formats=["gguf"],
+    return calibration.calibrate(presets.get("smollm2-self-draft"), session_store, main_formats=["gguf"],
                                draft_formats=["gguf", "int4_sym"], k_max=K_MAX, max_new_tokens=NEW_TOKENS,
                                prompts=[PROMPT])
 
@@ -42,9 +43,9 @@ def test_acceptance_comes_from_the_real_answer(result):
 def test_tokens_per_step_match_a_real_speculative_run(result, presets, session_store):
     """The counted τ(K) against OpenVINO's own count: a speculative pipeline with the int4
     draft, K=3, on the same prompt; its greedy tokens and main-model calls."""
-    from demo.pipelines import PipelineCache
-    from demo.settings import GenerationSettings, PipelineOptions
-    from demo.streaming import SPECULATIVE
+    from demo.core.settings import GenerationSettings, PipelineOptions
+    from demo.core.streaming import SPECULATIVE
+    from demo.engine.pipelines import PipelineCache
 
     spec = presets.get("smollm2-self-draft")
     main = session_store.prepare(spec.main, "main model", weight_format="gguf").path
@@ -86,9 +87,9 @@ def test_among_equally_fast_the_larger_speedup_wins():
 
     pool = [cand("int8/gguf", 14.0, 14.8), cand("f16/int8", 13.8, 8.4), cand("int4_sym/int8", 13.6, 12.4),
             cand("gguf/gguf", 10.8, 8.7)]
-    assert calibrate.pick_among_fastest(pool)["name"] == "f16/int8"
+    assert cost_model.pick_among_fastest(pool)["name"] == "f16/int8"
     # 4 % slower is not a tie: the fastest keeps it.
-    assert calibrate.pick_among_fastest([cand("a", 14.0, 14.8), cand("b", 13.4, 6.0)])["name"] == "a"
+    assert cost_model.pick_among_fastest([cand("a", 14.0, 14.8), cand("b", 13.4, 6.0)])["name"] == "a"
 
 
 def test_a_race_needs_two_main_models_and_fair_mode_one(result):
@@ -109,7 +110,7 @@ def test_the_pipeline_overhead_is_measured_from_real_steps(result):
     one minute to the next. The arithmetic is checked by hand below, which cannot drift."""
     measured_at = result["pipeline_overhead"]["fair"]
     steps = measured_at["measured_step_s"]
-    assert set(steps) == {str(k) for k in calibrate.overhead_ks(K_MAX)} == {"1", "3"}
+    assert set(steps) == {str(k) for k in cost_model.overhead_ks(K_MAX)} == {"1", "3"}
     assert all(v > 0 for v in steps.values())
     assert steps["3"] > steps["1"], steps  # two more draft steps and two more verified tokens
     assert measured_at["baseline_step_s"] > 0
@@ -118,48 +119,48 @@ def test_the_pipeline_overhead_is_measured_from_real_steps(result):
 def test_prediction_with_overhead_by_hand():
     verify = [0.030, 0.032, 0.034, 0.036, 0.040]
     runs = [0, 4, 3, 2, 1, 0, 0]  # K=3 from p=1: keeps 3 (+1) -> p=5; +1 -> 6; +1 -> 7: 3 steps, 6 tokens
-    p = calibrate.predict(verify, 0.010, [runs], 3, overhead=(0.009, 0.001))
+    p = cost_model.predict(verify, 0.010, [runs], 3, overhead=(0.009, 0.001))
     assert p["step_s"] == pytest.approx(3 * 0.010 + 0.036 + 0.009 + 3 * 0.001)
     assert p["speculative_tok_s"] == pytest.approx((6 / 3) / 0.078)
     # A fixed cost per step weighs more on a small K: K=1 loses more than K=3 to it.
     def loss(k):
-        return calibrate.predict(verify, 0.010, [runs], k, (0.012, 0.0))["speculative_tok_s"] / \
-            calibrate.predict(verify, 0.010, [runs], k)["speculative_tok_s"]
+        return cost_model.predict(verify, 0.010, [runs], k, (0.012, 0.0))["speculative_tok_s"] / \
+            cost_model.predict(verify, 0.010, [runs], k)["speculative_tok_s"]
     assert loss(1) < loss(3)
     # A fitted line that dips below zero adds nothing, never a negative cost.
-    assert calibrate.predict(verify, 0.010, [runs], 1, (-0.02, 0.001))["step_s"] == pytest.approx(0.010 + 0.032)
-    assert calibrate.overhead_ks(8) == (1, 2, 6) and calibrate.overhead_ks(3) == (1, 2)
+    assert cost_model.predict(verify, 0.010, [runs], 1, (-0.02, 0.001))["step_s"] == pytest.approx(0.010 + 0.032)
+    assert cost_model.overhead_ks(8) == (1, 2, 6) and cost_model.overhead_ks(3) == (1, 2)
     # Real steps took 9+1·K ms beyond a model of 20+10·K ms at K=2 and K=6; K=1 (2 ms, off
     # the line) does not bend it.
-    assert calibrate.fit_overhead({6: 0.080 + 0.015, 1: 0.030 + 0.002, 2: 0.040 + 0.011},
+    assert cost_model.fit_overhead({6: 0.080 + 0.015, 1: 0.030 + 0.002, 2: 0.040 + 0.011},
                                   lambda k: 0.020 + 0.010 * k) == pytest.approx((0.009, 0.001))
     # A K a real pipeline was timed at keeps what it measured; the others follow the line.
     timed = {1: 0.002}
-    assert calibrate.predict(verify, 0.010, [runs], 1, (0.009, 0.001), timed_extra=timed)["step_s"] == \
+    assert cost_model.predict(verify, 0.010, [runs], 1, (0.009, 0.001), timed_extra=timed)["step_s"] == \
         pytest.approx(0.010 + 0.032 + 0.002)
-    assert calibrate.predict(verify, 0.010, [runs], 3, (0.009, 0.001), timed_extra=timed)["step_s"] == \
+    assert cost_model.predict(verify, 0.010, [runs], 3, (0.009, 0.001), timed_extra=timed)["step_s"] == \
         pytest.approx(3 * 0.010 + 0.036 + 0.009 + 3 * 0.001)
 
 
 def test_result_is_cached_per_machine_and_reused(result, presets, session_store):
-    cached = calibrate.load_cached(session_store, presets.get("smollm2-self-draft"))
+    cached = calibration_store.load_cached(session_store, presets.get("smollm2-self-draft"))
     assert cached["choice"] == json.loads(json.dumps(result["choice"]))
     assert cached["fingerprint"]["isa_flags"] == result["fingerprint"]["isa_flags"]
 
 
 def test_format_auto_resolves_to_the_calibrated_choice(result, presets, session_store):
-    from demo import formats
+    from demo.models import formats
 
     spec = presets.get("smollm2-self-draft").main
     assert formats.resolve_auto_format(spec, "main model", session_store) == result["choice"]["race"]["main_format"]
-    assert calibrate.calibrated_format(spec, session_store, "fair") == result["choice"]["fair"]["main_format"]
+    assert calibration_store.calibrated_format(spec, session_store, "fair") == result["choice"]["fair"]["main_format"]
     # Another machine's (or a damaged) calibration is never used.
     other = session_store.cache_dir / "calibration" / "smollm2-self-draft-elsewhere.json"
     other.write_text(json.dumps({**json.loads(json.dumps(result)), "fingerprint": {**result["fingerprint"], "cores": 999},
                                  "choice": {"race": {"main_format": "f16"}}}))
     (session_store.cache_dir / "calibration" / "broken.json").write_text("{not json")
     try:
-        assert calibrate.calibrated_format(spec, session_store) == result["choice"]["race"]["main_format"]
+        assert calibration_store.calibrated_format(spec, session_store) == result["choice"]["race"]["main_format"]
     finally:
         other.unlink()
         (session_store.cache_dir / "calibration" / "broken.json").unlink()
@@ -168,21 +169,21 @@ def test_format_auto_resolves_to_the_calibrated_choice(result, presets, session_
 def test_agreement_runs_and_steps_by_hand():
     answer = [5, 6, 7, 8, 9, 10, 11]
     guesses = [5, 6, 0, 8, 9, 10, 0]        # the draft is wrong at positions 2 and 6
-    runs = calibrate.agreement_runs(guesses, answer)
+    runs = cost_model.agreement_runs(guesses, answer)
     assert runs == [2, 1, 0, 3, 2, 1, 0]
     # answer[0] comes from the prompt's step. K=2 from p=1: keeps 1 guess (+1) -> p=3;
     # keeps 2 (+1) -> p=6; keeps 0 (+1) -> p=7: 3 steps for 6 tokens.
-    assert calibrate.verify_steps(runs, 2) == 3
+    assert cost_model.verify_steps(runs, 2) == 3
     # K=1: p=1 -> 3 -> 5 -> 7: 3 steps. K=0 would be the main model alone: 6 steps.
-    assert calibrate.verify_steps(runs, 1) == 3
-    assert calibrate.verify_steps(runs, 0) == 6
-    assert calibrate.tokens_per_step([runs, runs], 2) == pytest.approx(12 / 6)
+    assert cost_model.verify_steps(runs, 1) == 3
+    assert cost_model.verify_steps(runs, 0) == 6
+    assert cost_model.tokens_per_step([runs, runs], 2) == pytest.approx(12 / 6)
 
 
 def test_prediction_arithmetic_by_hand():
     verify = [0.100, 0.110, 0.120, 0.130]  # M = 1..4 tokens
     runs = [0, 3, 2, 1, 0]                  # 4 tokens after the first; K=2: p=1 -> 4 -> 5, 2 steps
-    p = calibrate.predict(verify, 0.020, [runs], 2)
+    p = cost_model.predict(verify, 0.020, [runs], 2)
     assert p["tokens_per_step"] == pytest.approx(4 / 2)
     assert p["step_s"] == pytest.approx(2 * 0.020 + 0.120)
     assert p["speculative_tok_s"] == pytest.approx(2 / 0.160)
@@ -191,7 +192,7 @@ def test_prediction_arithmetic_by_hand():
 
 def test_nothing_fits_a_tiny_budget(presets, session_store, smollm2_ir):
     with pytest.raises(DemoError, match="fits in 0.0 GB of memory"):
-        calibrate.calibrate(presets.get("smollm2-self-draft"), session_store, main_formats=["gguf"],
+        calibration.calibrate(presets.get("smollm2-self-draft"), session_store, main_formats=["gguf"],
                             draft_formats=["gguf"], k_max=1, max_new_tokens=8, budget=1,
                             prompts=["Hi"])
 
@@ -200,16 +201,16 @@ def test_fair_mode_runs_on_the_fair_choice_where_models_yaml_says_auto(presets, 
     """A calibration whose two modes chose differently: a fair request gets the fair
     formats and K, a race the race's; a request naming formats keeps its own. No model
     is loaded: the choice is read from the cached file."""
-    from demo.arena import Arena, RaceRequest
-    from demo.sources import ModelStore
+    from demo.engine.arena import Arena, RaceRequest
+    from demo.models.sources import ModelStore
 
     store = ModelStore(tmp_path)
     preset = presets.get("qwen2.5-coder-embedded")
     assert preset.main.format == "auto" and preset.draft.format == "auto"
-    path = calibrate.cache_path(store, preset.name, calibrate.fingerprint(preset, store))
+    path = calibration_store.cache_path(store, preset.name, calibration_store.fingerprint(preset, store))
     path.parent.mkdir(parents=True)
-    path.write_text(json.dumps({"calibration_version": calibrate.CALIBRATION_VERSION,
-                                "fingerprint": calibrate.fingerprint(preset, store), "choice": {
+    path.write_text(json.dumps({"calibration_version": calibration_store.CALIBRATION_VERSION,
+                                "fingerprint": calibration_store.fingerprint(preset, store), "choice": {
         "race": {"main_format": "int8", "draft_format": "gguf", "k": 3},
         "fair": {"main_format": "f16", "draft_format": "int8", "k": 6}}}))
     arena = Arena(presets, store)
@@ -218,7 +219,7 @@ def test_fair_mode_runs_on_the_fair_choice_where_models_yaml_says_auto(presets, 
     assert arena.default_assistant_tokens(preset.name, "fair") == 6
     race = RaceRequest(prompt="x", preset=preset.name, mode="race")
     assert arena.formats_for(race) == {"main_format": None, "draft_format": None}  # auto: the race choice
-    assert calibrate.calibrated_format(preset.main, store) == "int8"
+    assert calibration_store.calibrated_format(preset.main, store) == "int8"
     assert arena.default_assistant_tokens(preset.name, "race") == 3
     named = RaceRequest(prompt="x", preset=preset.name, mode="fair", main_format="gguf", draft_format="gguf")
     assert arena.formats_for(named) == {"main_format": "gguf", "draft_format": "gguf"}
@@ -237,12 +238,12 @@ def test_choice_is_scored_against_a_measured_sweep():
 
     sweep = {"aggregates": [agg("int8/gguf", 3, 38.0), agg("int8/gguf", 5, 36.0), agg("f16/int8", 4, 20.0),
                             agg("int8/gguf", 5, 99.0, mode="race")]}
-    lines = calibrate.against_sweep(result, sweep, "fair")
+    lines = calibration.against_sweep(result, sweep, "fair")
     assert "calibrated choice int8/gguf K=5: 36.0 tok/s = 0.95× the sweep's best (int8/gguf K=3, 38.0)" in lines[-1]
     assert any("f16/int8 K=4: measured  20.0, not calibrated" in line for line in lines)
     assert any("int8/gguf K=3: measured  38.0, predicted  33.0 (0.87×)" in line for line in lines)
     with pytest.raises(DemoError, match="no race-mode draft configurations"):
-        calibrate.against_sweep(result, {"aggregates": sweep["aggregates"][:3]}, "race")
+        calibration.against_sweep(result, {"aggregates": sweep["aggregates"][:3]}, "race")
 
 
 def test_startup_calibrates_once_then_loads_the_chosen_formats(session_store, smollm2_ir, tmp_path, monkeypatch):
@@ -251,9 +252,10 @@ def test_startup_calibrates_once_then_loads_the_chosen_formats(session_store, sm
     before saying Ready, so the first visitor does not wait; a second start calibrates not."""
     import yaml
 
-    from demo.arena import Arena, RaceRequest
-    from demo.presets import DEFAULT_MODELS_YAML, load_presets
-    from demo.sources import ModelStore
+    from demo.calibrate.launch import LaunchCalibrator
+    from demo.engine.arena import Arena, RaceRequest
+    from demo.models.presets import DEFAULT_MODELS_YAML, load_presets
+    from demo.models.sources import ModelStore
 
     raw = yaml.safe_load(DEFAULT_MODELS_YAML.read_text())
     fixture = raw["presets"]["smollm2-self-draft"]
@@ -269,18 +271,18 @@ def test_startup_calibrates_once_then_loads_the_chosen_formats(session_store, sm
 
     def choose_int8(preset, store, report=lambda m: None, **kw):
         calls.append(preset.name)
-        path = calibrate.cache_path(store, preset.name, calibrate.fingerprint(preset, store))
+        path = calibration_store.cache_path(store, preset.name, calibration_store.fingerprint(preset, store))
         path.parent.mkdir(parents=True, exist_ok=True)
-        result = {"calibration_version": calibrate.CALIBRATION_VERSION, "fingerprint": calibrate.fingerprint(preset, store),
+        result = {"calibration_version": calibration_store.CALIBRATION_VERSION, "fingerprint": calibration_store.fingerprint(preset, store),
                   "choice": {m: {"main_format": "int8", "draft_format": "gguf", "k": 2, "speculative_tok_s": 2.0,
                                  "baseline_tok_s": 1.0} for m in ("race", "fair")}}
         path.write_text(json.dumps(result))
         return {**result, "preset": preset.name, "duration_s": 0, "cores": 2, "main": {}, "draft": {},
                 "agreement_runs": {}, "k_max": 2, "fastest_alone": {"main_format": "int8", "baseline_tok_s": 1.0}}
 
-    monkeypatch.setattr(calibrate, "calibrate", choose_int8)
+    monkeypatch.setattr(calibration, "calibrate", choose_int8)
     arena = Arena(presets, store)
-    arena.start_background_warmup(calibrate=True).join(timeout=600)
+    arena.start_background_warmup(calibrator=LaunchCalibrator()).join(timeout=600)
     assert arena.startup.get()[0] == "ready" and calls == ["smollm2-self-draft"]
     pair = arena.prepared(RaceRequest(prompt="x"))
     assert (pair.main_format, pair.draft_format) == ("int8", "gguf")
@@ -290,7 +292,7 @@ def test_startup_calibrates_once_then_loads_the_chosen_formats(session_store, sm
     arena.cache.clear()
 
     again = Arena(presets, store)
-    again.start_background_warmup(calibrate=True).join(timeout=600)
+    again.start_background_warmup(calibrator=LaunchCalibrator()).join(timeout=600)
     assert again.startup.get()[0] == "ready" and calls == ["smollm2-self-draft"]
     again.cache.clear()
 
@@ -301,11 +303,11 @@ def test_a_busy_machine_is_noticed():
     import subprocess
     import sys
 
-    from demo.settings import cpu_cores
+    from demo.core.settings import cpu_cores
 
     spinner = subprocess.Popen([sys.executable, "-c", "import time\nt = time.time()\nwhile time.time() - t < 3: pass"])
     try:
-        busy = calibrate.others_busy(1.0)
+        busy = measure.others_busy(1.0)
     finally:
         spinner.kill()
     assert busy is not None and busy >= 0.6 / cpu_cores()
@@ -313,21 +315,21 @@ def test_a_busy_machine_is_noticed():
 
 def test_race_curves_are_measured_sparsely_and_interpolated(result, monkeypatch):
     """The race curve is measured at a few M (one thread is slow) and filled in linearly."""
-    assert calibrate.sparse_points(list(range(1, 10))) == [1, 2, 3, 5, 9]
-    assert result["race_curve_measured_at"] == calibrate.sparse_points(list(range(1, K_MAX + 2)))
+    assert measure.sparse_points(list(range(1, 10))) == [1, 2, 3, 5, 9]
+    assert result["race_curve_measured_at"] == measure.sparse_points(list(range(1, K_MAX + 2)))
     asked = []
 
     def measured(model, ms, repeats=None):
         asked.append(list(ms))
         return [0.010 * m * m for m in ms]  # a convex curve: interpolation must not equal it
 
-    monkeypatch.setattr(calibrate, "step_costs", measured)
-    curve = calibrate.curve_costs(None, list(range(1, 10)), sparse=True)
+    monkeypatch.setattr(measure, "step_costs", measured)
+    curve = measure.curve_costs(None, list(range(1, 10)), sparse=True)
     assert asked == [[1, 2, 3, 5, 9]]
     assert curve[4] == pytest.approx(0.25) and curve[8] == pytest.approx(0.81)   # measured points
     assert curve[3] == pytest.approx((0.09 + 0.25) / 2)                          # M=4 between 3 and 5
     assert curve[6] == pytest.approx(0.25 + (0.81 - 0.25) * 2 / 4)               # M=7 between 5 and 9
-    assert calibrate.curve_costs(None, [1, 2, 3], sparse=False) == pytest.approx([0.01, 0.04, 0.09])
+    assert measure.curve_costs(None, [1, 2, 3], sparse=False) == pytest.approx([0.01, 0.04, 0.09])
 
 
 def test_a_main_format_that_cannot_win_is_not_measured_further():
@@ -338,11 +340,11 @@ def test_a_main_format_that_cannot_win_is_not_measured_further():
     runs = {("a", "d"): [[0, 3, 2, 1, 0, 3, 2, 1, 0]]}
     mains = {"a": {"verify_s": {"fair": [0.040] * 5}, "dominated": False}}
     drafts = {"d": {"step_s": {"fair": 0.010}}}
-    best = max(calibrate.predict([0.040] * 5, 0.010, runs[("a", "d")], k)["speculative_tok_s"] for k in (1, 2, 3, 4))
+    best = max(cost_model.predict([0.040] * 5, 0.010, runs[("a", "d")], k)["speculative_tok_s"] for k in (1, 2, 3, 4))
     slow = [0.200] * 5  # five times slower per step
-    bound = max(1.1 * calibrate.tokens_per_step(runs[("a", "d")], k) / (k * 0.010 + 0.200) for k in (1, 2, 3, 4))
+    bound = max(1.1 * cost_model.tokens_per_step(runs[("a", "d")], k) / (k * 0.010 + 0.200) for k in (1, 2, 3, 4))
     assert bound < best  # 18.3 < 57.1 tok/s
-    assert calibrate._dominated(slow, mains, drafts, runs, 4)
-    assert not calibrate._dominated([0.045] * 5, mains, drafts, runs, 4)   # close enough to win
-    assert not calibrate._dominated([0.030] + [0.500] * 4, mains, drafts, runs, 4)  # fastest alone
-    assert not calibrate._dominated(slow, {}, drafts, {}, 4)
+    assert cost_model.dominated(slow, mains, drafts, runs, 4)
+    assert not cost_model.dominated([0.045] * 5, mains, drafts, runs, 4)   # close enough to win
+    assert not cost_model.dominated([0.030] + [0.500] * 4, mains, drafts, runs, 4)  # fastest alone
+    assert not cost_model.dominated(slow, {}, drafts, {}, 4)

@@ -8,9 +8,9 @@ import time
 
 import pytest
 
-from demo.prepare import prepare_preset
-from demo.settings import GenerationSettings, PipelineOptions
-from demo.sources import ModelStore
+from demo.core.settings import GenerationSettings, PipelineOptions
+from demo.models.prepare import prepare_preset
+from demo.models.sources import ModelStore
 
 pytestmark = pytest.mark.slow
 
@@ -34,8 +34,8 @@ def test_default_pair_prepares_offline_and_second_prepare_is_cached(qwen_pair):
 
 
 def test_prepared_pair_generates_coherent_code(qwen_pair):
-    from demo.pipelines import PipelineCache
-    from demo.streaming import BASELINE, SPECULATIVE
+    from demo.core.streaming import BASELINE, SPECULATIVE
+    from demo.engine.pipelines import PipelineCache
 
     _, preset, pair = qwen_pair
     runners = PipelineCache(max_pairs=1).get(pair.main, pair.draft, "draft", PipelineOptions())

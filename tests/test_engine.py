@@ -7,13 +7,13 @@ import weakref
 
 import pytest
 
-from demo.arena import Arena, RaceRequest, StatusEvent
-from demo.errors import DemoError
-from demo.metrics import equality_verdict, side_stats
-from demo.pipelines import PipelineCache, check_device
-from demo.race import ChunkEvent, DoneEvent, StartEvent, race, sequential
-from demo.settings import GenerationSettings, PipelineOptions
-from demo.streaming import BASELINE, SPECULATIVE
+from demo.core.errors import DemoError
+from demo.core.metrics import equality_verdict, side_stats
+from demo.core.settings import GenerationSettings, PipelineOptions
+from demo.core.streaming import BASELINE, SPECULATIVE, ChunkEvent, DoneEvent, StartEvent, StatusEvent
+from demo.engine.arena import Arena, RaceRequest
+from demo.engine.pipelines import PipelineCache, check_device
+from demo.engine.race import race, sequential
 from tests.fakes import RecordingRunner
 
 PROMPT = "Write a Python function that reverses a string."
@@ -220,8 +220,8 @@ def test_speculative_pipeline_without_k_still_drafts(cache, smollm2_ir):
 def test_prompt_plus_new_tokens_must_fit_the_models_context(presets, tmp_path):
     """A GGUF model's context length is kept at prepare time (the IR does not carry it);
     SmolLM2-135M-Instruct's model card gives 8192 tokens."""
-    from demo.pipelines import check_fits, max_context
-    from demo.sources import ModelStore
+    from demo.engine.pipelines import check_fits, max_context
+    from demo.models.sources import ModelStore
 
     folder = ModelStore(tmp_path).prepare(presets.get("smollm2-self-draft").main).path
     assert max_context(folder) == 8192
@@ -236,7 +236,7 @@ def live_runners() -> list:
     side whose pipeline was really freed is not among them."""
     import gc
 
-    from demo.pipelines import OpenVINORunner
+    from demo.engine.pipelines import OpenVINORunner
 
     gc.collect()
     return [o for o in gc.get_objects() if isinstance(o, OpenVINORunner)]
@@ -246,7 +246,7 @@ def test_fair_mode_loads_one_side_at_a_time_when_both_do_not_fit(presets, sessio
     """A pair whose two sides exceed the memory budget together, but not alone, still runs
     in fair mode: each side's pipeline is loaded when it runs, the other one freed first,
     and each side gives the very tokens it gives with both loaded."""
-    from demo.pipelines import SideInTurn
+    from demo.engine.pipelines import SideInTurn
 
     settings = GenerationSettings(max_new_tokens=16, assistant_tokens=3)
     request = RaceRequest(prompt=PROMPT, preset="smollm2-self-draft", mode="fair", settings=settings)

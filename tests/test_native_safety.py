@@ -14,11 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from demo import arena as arena_module
-from demo import calibrate, isolation
-from demo.errors import DemoError
-from demo.quiet_log import QuietLog
-from demo.safety import NativeConfig, NativeGuard, SafetyRecord
+from demo.calibrate import calibration
+from demo.core import isolation
+from demo.core.errors import DemoError
+from demo.core.quiet_log import QuietLog
+from demo.engine import arena as arena_module
+from demo.engine.safety import NativeConfig, NativeGuard, SafetyRecord
+from demo.models import calibration_store
 
 from .conftest import SMOLLM2, _free_port
 
@@ -76,9 +78,9 @@ def crash_one_thread(monkeypatch, tmp_path, smollm2_ir):
 
 
 def arena_on(cache: Path, presets):
-    from demo.arena import Arena
-    from demo.pipelines import PipelineCache
-    from demo.sources import ModelStore
+    from demo.engine.arena import Arena
+    from demo.engine.pipelines import PipelineCache
+    from demo.models.sources import ModelStore
 
     store = ModelStore(cache)
     guard = NativeGuard(SafetyRecord(cache), target=f"{STAND_INS}:smoke_test")
@@ -86,9 +88,9 @@ def arena_on(cache: Path, presets):
 
 
 def race(arena):
-    from demo.arena import RaceRequest
-    from demo.race import DoneEvent
-    from demo.settings import GenerationSettings
+    from demo.core.settings import GenerationSettings
+    from demo.core.streaming import DoneEvent
+    from demo.engine.arena import RaceRequest
 
     request = RaceRequest(prompt=PROMPT, settings=GenerationSettings(max_new_tokens=16, assistant_tokens=3))
     done = {e.side: e.result for e in arena.run(request) if isinstance(e, DoneEvent)}
@@ -148,8 +150,8 @@ def test_calibration_skips_a_crashing_format_and_resumes_after_an_interruption(o
     """int4_sym as the main with the race's threads crashes (a real SIGFPE in the stage's
     child): calibration records it, leaves int4_sym out, and picks gguf. Interrupted before
     its last stage, a second run reuses every stage measured before."""
-    from demo.settings import race_threads
-    from demo.sources import ModelStore
+    from demo.core.settings import race_threads
+    from demo.models.sources import ModelStore
 
     store = ModelStore(own_cache)
     preset = presets.get(SMOLLM2)
@@ -167,20 +169,20 @@ def test_calibration_skips_a_crashing_format_and_resumes_after_an_interruption(o
         return nullcontext()
 
     with pytest.raises(DemoError, match="interrupted by the test"):
-        calibrate.calibrate(preset, store, slot=slot, **kw)
+        calibration.calibrate(preset, store, slot=slot, **kw)
     assert log.read_text().splitlines() == [f"{int4.name}|{race_threads()}"]
-    saved = json.loads(calibrate.stages_path(store, preset.name, calibrate.fingerprint(preset, store)).read_text())
+    saved = json.loads(calibration_store.stages_path(store, preset.name, calibration_store.fingerprint(preset, store)).read_text())
     assert set(saved["stages"]) == {"draft:gguf", "main:gguf", "main:int4_sym"}
 
     messages = []
-    result = calibrate.calibrate(preset, store, report=messages.append, **kw)
+    result = calibration.calibrate(preset, store, report=messages.append, **kw)
     reused = [m for m in messages if m.endswith("measured before this restart, reused")]
     assert len(reused) == 3, messages
     assert len(log.read_text().splitlines()) == 1, "a recorded crash was tried again"
     assert {c["main_format"] for c in result["candidates"]} == {"gguf"}
     assert result["choice"]["race"]["main_format"] == result["choice"]["fair"]["main_format"] == "gguf"
     assert any("int4_sym main with" in s and "SIGFPE" in s for s in result["skipped"]), result["skipped"]
-    assert not calibrate.stages_path(store, preset.name, calibrate.fingerprint(preset, store)).exists()
+    assert not calibration_store.stages_path(store, preset.name, calibration_store.fingerprint(preset, store)).exists()
 
 
 # -- the terminal log -------------------------------------------------------------------

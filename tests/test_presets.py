@@ -9,8 +9,8 @@ import pydantic
 import pytest
 import yaml
 
-from demo.errors import DemoError
-from demo.presets import (
+from demo.core.errors import DemoError
+from demo.models.presets import (
     DEFAULT_MODELS_YAML,
     ExportSource,
     HubSource,
@@ -268,8 +268,8 @@ def test_format_is_not_a_key_of_sources_used_as_shipped(tmp_path, shipped):
 
 
 def test_int4_true_is_the_deprecated_spelling_of_int4_asym(tmp_path, shipped):
-    from demo.presets import GgufSource
-    from demo.sources import ModelStore
+    from demo.models.presets import GgufSource
+    from demo.models.sources import ModelStore
 
     with pytest.warns(DeprecationWarning, match="format: int4_asym"):
         old = GgufSource(source="gguf", path="/m/x.gguf", int4=True)

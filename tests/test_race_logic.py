@@ -10,12 +10,13 @@ import time
 
 import pytest
 
-from demo.errors import DemoError
-from demo.metrics import acceptance_rate, equality_verdict, side_stats, speedup
-from demo.pipelines import RunResult
-from demo.race import ChunkEvent, DoneEvent, StartEvent, race, replay, sequential
-from demo.settings import GenerationSettings, race_threads
-from demo.streaming import BASELINE, SIDES, SPECULATIVE, Chunk, IncrementalDetokenizer
+from demo.core.errors import DemoError
+from demo.core.metrics import acceptance_rate, equality_verdict, side_stats, speedup
+from demo.core.settings import GenerationSettings, race_threads
+from demo.core.streaming import (
+    BASELINE, SIDES, SPECULATIVE, Chunk, ChunkEvent, DoneEvent, IncrementalDetokenizer, RunResult, StartEvent,
+)
+from demo.engine.race import race, replay, sequential
 from tests.fakes import FakeRunner
 
 SETTINGS = GenerationSettings(max_new_tokens=16)

@@ -1,5 +1,5 @@
-"""Recordings (demo.recording), the three-way engine (demo.three_way, race.one_by_one) and
-what a finished race leaves behind (demo.outcomes), on fake runners: fast and exact."""
+"""Recordings (demo.records.recording), the three-way engine (demo.engine.three_way, race.one_by_one) and
+what a finished race leaves behind (demo.records.outcomes), on fake runners: fast and exact."""
 
 import json
 import threading
@@ -10,14 +10,14 @@ from types import SimpleNamespace
 
 import pytest
 
-from demo import recording, three_way
-from demo.arena import Arena, RaceRequest, StatusEvent
-from demo.errors import DemoError
-from demo.pipelines import RunResult
-from demo.race import ChunkEvent, DoneEvent, one_by_one, race
-from demo.recording import RecordingError
-from demo.settings import GenerationSettings
-from demo.streaming import BASELINE, SPECULATIVE, Chunk
+from demo.core.errors import DemoError
+from demo.core.settings import GenerationSettings
+from demo.core.streaming import BASELINE, SPECULATIVE, Chunk, ChunkEvent, DoneEvent, RunResult, StatusEvent
+from demo.engine import three_way
+from demo.engine.arena import Arena, RaceRequest
+from demo.engine.race import one_by_one, race
+from demo.records import recording
+from demo.records.recording import RecordingError
 
 from .fakes import FakeRunner
 
@@ -273,8 +273,8 @@ def test_a_failed_lane_cannot_win():
 # -- what a finished race leaves behind ----------------------------------------------------------
 
 def test_outcome_records_finished_races_only(presets, tmp_path):
-    from demo import outcomes
-    from demo.scoreboard import Scoreboard
+    from demo.records import outcomes
+    from demo.records.scoreboard import Scoreboard
 
     arena = fake_arena(presets)
     board = Scoreboard(tmp_path / "s.sqlite")
@@ -294,8 +294,8 @@ def test_outcome_records_finished_races_only(presets, tmp_path):
 
 
 def test_a_broken_scoreboard_warns_and_still_records_the_race(presets, tmp_path):
-    from demo import outcomes
-    from demo.scoreboard import Scoreboard
+    from demo.records import outcomes
+    from demo.records.scoreboard import Scoreboard
 
     path = tmp_path / "s.sqlite"
     path.write_bytes(b"garbage" * 1000)

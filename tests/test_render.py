@@ -3,10 +3,10 @@
 import re
 from html import unescape
 
-from demo.metrics import side_stats
-from demo.render import (acceptance_histogram_svg, baseline_html, race_chart_svg, speculative_html,
+from demo.core.metrics import side_stats
+from demo.core.streaming import BASELINE, SPECULATIVE, Chunk
+from demo.web.render import (acceptance_histogram_svg, baseline_html, race_chart_svg, speculative_html,
                          stats_html)
-from demo.streaming import BASELINE, SPECULATIVE, Chunk
 
 NASTY = ["<script>alert(1)</script>", "<img src=x onerror=alert(1)>", "`rm -rf /`", "**bold** & <b>",
          "\"quoted\" 'single'", "</div><div onclick=x>"]

@@ -1,4 +1,4 @@
-"""demo.scoreboard: the SQLite file every finished race is written to.
+"""demo.records.scoreboard: the SQLite file every finished race is written to.
 
 Read back with sqlite3 itself (not through the module), and abused the ways a booth will:
 several writers at once, a damaged file, a lock held too long, a newer schema.
@@ -12,7 +12,7 @@ import threading
 
 import pytest
 
-from demo.scoreboard import (
+from demo.records.scoreboard import (
     MAX_STORED_PROMPT_CHARS, SCHEMA_VERSION, RaceRecord, Scoreboard, ScoreboardError, prompt_class,
 )
 

@@ -18,11 +18,10 @@ pytestmark = pytest.mark.serve
 require(has_module("ray") and has_module("ray.serve"),
         "Ray Serve for the cluster tests: pip install -r requirements-serve.txt")
 
-from demo.arena import RaceRequest  # noqa: E402
-from demo.race import ChunkEvent, DoneEvent  # noqa: E402
+from demo.core.settings import GenerationSettings  # noqa: E402
+from demo.core.streaming import BASELINE, SIDES, SPECULATIVE, ChunkEvent, DoneEvent  # noqa: E402
+from demo.engine.arena import RaceRequest  # noqa: E402
 from demo.serve import config as serve_config  # noqa: E402
-from demo.settings import GenerationSettings  # noqa: E402
-from demo.streaming import BASELINE, SIDES, SPECULATIVE  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 UP_TIMEOUT_S = 150     # start Ray, deploy, load and warm up both pipelines (~35 s here)
@@ -136,9 +135,9 @@ def test_fair_mode_through_serve(client):
 
 def test_the_front_door_streams_both_sides_before_either_finishes(arena_on_ray):
     """RemoteArena from this process: the same events as Arena.run, OpenVINO's own counts."""
-    from demo.presets import load_presets
+    from demo.models.presets import load_presets
+    from demo.models.sources import ModelStore
     from demo.serve.remote import RemoteArena
-    from demo.sources import ModelStore
 
     arena = RemoteArena(load_presets(), ModelStore(), arena_on_ray.handle("Race"), ["CPU"])
     events = list(arena.run(RaceRequest(prompt=PROMPT, preset=SMOLLM2,

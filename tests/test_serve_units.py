@@ -11,17 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from demo.arena import RaceRequest, StatusEvent
-from demo.errors import DemoError
-from demo.pipelines import RunResult
-from demo.race import ChunkEvent, DoneEvent, StartEvent
+from demo.core.errors import DemoError
+from demo.core.settings import GenerationSettings
+from demo.core.streaming import BASELINE, SPECULATIVE, Chunk, ChunkEvent, DoneEvent, RunResult, StartEvent, StatusEvent
+from demo.engine.arena import RaceRequest
 from demo.serve import config as serve_config
 from demo.serve.merge import WAITING_NOTE, merge_sides, race_streams
 from demo.serve.protocol import Refusal, placement
 from demo.serve.remote import RemoteArena, how_it_ran_on_cluster
 from demo.serve.worker import SideWorker
-from demo.settings import GenerationSettings
-from demo.streaming import BASELINE, SPECULATIVE, Chunk
 from tests.fakes import FakeRunner
 
 REPO = Path(__file__).resolve().parents[1]
@@ -337,7 +335,7 @@ class FakeHandle:
 
 @pytest.fixture
 def remote(presets, tmp_path):
-    from demo.sources import ModelStore
+    from demo.models.sources import ModelStore
 
     def make(gen):
         handle = FakeHandle(gen)

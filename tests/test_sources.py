@@ -25,11 +25,11 @@ from pathlib import Path
 
 import pytest
 
-from demo import sources
-from demo.errors import DemoError
-from demo.prepare import check_same_tokenizer, prepare_preset
-from demo.presets import ExportSource, GgufSource, HubSource, LocalSource, Preset, PypiSource
-from demo.sources import IR_FILES, READY_MARKER, Cancelled, ModelStore, is_ir_folder, remove_stale_scratch
+from demo.core.errors import DemoError
+from demo.models import sources
+from demo.models.prepare import check_same_tokenizer, prepare_preset
+from demo.models.presets import ExportSource, GgufSource, HubSource, LocalSource, Preset, PypiSource
+from demo.models.sources import IR_FILES, READY_MARKER, Cancelled, ModelStore, is_ir_folder, remove_stale_scratch
 
 SMOLLM2 = "smollm2-self-draft"
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -332,7 +332,7 @@ def test_a_scratch_folder_is_locked_while_it_is_worked_in(tmp_path, monkeypatch)
         work = gguf_path.parent
         seen["locked"] = not lock_is_free(work.parent / f"{work.name}.lock")
         cleaner = subprocess.run(
-            [sys.executable, "-c", "import sys; from demo.sources import remove_stale_scratch; "
+            [sys.executable, "-c", "import sys; from demo.models.sources import remove_stale_scratch; "
              "from pathlib import Path; print(remove_stale_scratch(Path(sys.argv[1])))", str(work.parent)],
             cwd=REPO_ROOT, capture_output=True, text=True, timeout=60,
         )
@@ -809,8 +809,8 @@ def test_export_tiny_llama_with_optimum(tmp_path, tiny_hf_tokenizer):
 # (holding the model's lock), says "working" then, and prints the result as JSON at the end.
 CHILD_PREPARE = """
 import json, sys, time
-from demo.presets import load_presets
-from demo.sources import ModelStore
+from demo.models.presets import load_presets
+from demo.models.sources import ModelStore
 spec = load_presets().get("smollm2-self-draft").main
 stages = []
 def progress(stage, done, total):
@@ -933,7 +933,7 @@ def test_cancel_while_waiting_for_another_prepare(tmp_path, presets):
 
 
 def test_cancel_during_folding_and_compressing_kills_the_conversion_child(tmp_path):
-    """Conversions run in a child process (demo.isolation): a cancel kills it at once, the
+    """Conversions run in a child process (demo.core.isolation): a cancel kills it at once, the
     unfinished folder is gone, and the finished step before it is kept."""
     link = tmp_path / "smol.gguf"
     os.symlink(smollm2_gguf(), link)
@@ -956,7 +956,7 @@ def test_cancel_during_folding_and_compressing_kills_the_conversion_child(tmp_pa
     assert not store.folder_for(spec, "f16").exists() and store.ready_path(spec, "f16") is None
     assert store.is_ready(spec, "gguf")  # the finished step before it is kept
     assert scratch_entries(store) == []
-    assert _children_running("demo.isolation") == []
+    assert _children_running("demo.core.isolation") == []
 
     store.prepare(spec, weight_format="f16")
     cancel = threading.Event()
@@ -964,7 +964,7 @@ def test_cancel_during_folding_and_compressing_kills_the_conversion_child(tmp_pa
         store.prepare(spec, weight_format="int8", cancel=cancel,
                       progress=lambda s, d, t: s.startswith("compressing") and cancel.set())
     assert not store.folder_for(spec, "int8").exists() and scratch_entries(store) == []
-    assert _children_running("demo.isolation") == []
+    assert _children_running("demo.core.isolation") == []
 
 
 def _children_running(marker: str) -> list[int]:
@@ -1094,7 +1094,7 @@ def test_a_full_disk_reported_by_openvino(tmp_path, monkeypatch):
 def test_a_spaces_persistent_folder_holds_the_cache_when_writable(tmp_path, monkeypatch):
     """/data (a Space's persistent storage) is used when it is a writable folder, so a restart
     keeps the prepared models and the calibration; otherwise the home cache."""
-    from demo.sources import CACHE_ENV, default_cache_dir
+    from demo.models.sources import CACHE_ENV, default_cache_dir
 
     monkeypatch.delenv(CACHE_ENV, raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "home-cache"))

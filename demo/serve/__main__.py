@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from ..errors import DemoError, run_command
+from ..core.errors import DemoError, run_command
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -56,7 +56,7 @@ def _serve(args) -> int:
     conf = serve_config.load(args.config)
     local = args.address == "local"
     if local and args.config is None:  # serve.yaml's shape, sized for this one machine
-        from ..settings import cpu_cores
+        from ..core.settings import cpu_cores
 
         conf = serve_config.for_one_machine(conf, args.num_cpus or cpu_cores())
     for key in ("preset", "models", "cache_dir"):

@@ -44,7 +44,7 @@ def start(address: str = "local", num_cpus: Optional[int] = None, object_store_m
     import ray
 
     if address == "local":
-        from ..settings import cpu_cores
+        from ..core.settings import cpu_cores
 
         # Ray turns token auth on for a new local cluster (RAY_AUTH_MODE unset); give it a
         # token that lives only as long as this process, or it writes one to
@@ -62,7 +62,7 @@ def start(address: str = "local", num_cpus: Optional[int] = None, object_store_m
     else:
         from ray.exceptions import AuthenticationError
 
-        from ..errors import DemoError
+        from ..core.errors import DemoError
 
         env = runtime_env if runtime_env is not None else {"working_dir": str(REPO), "excludes": UPLOAD_EXCLUDES}
         try:
@@ -93,7 +93,7 @@ def deploy(config: ServeConfig, host: str = "127.0.0.1", port: int = 8000,
 
     from ray import serve
 
-    from ..errors import DemoError
+    from ..core.errors import DemoError
     from .deployments import build_app
 
     http = {"host": host, "port": port, **{k: v for k, v in config.http_options.items() if k not in ("host", "port")}}

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from ..errors import DemoError
+from ..core.errors import DemoError
 
 IMPORT_PATH = "demo.serve.deployments:app_builder"
 DEPLOYMENT_NAMES = ("Baseline", "Speculative", "Race", "Page")

@@ -19,7 +19,7 @@ from typing import Optional
 
 from ray import serve
 
-from ..streaming import BASELINE, SPECULATIVE
+from ..core.streaming import BASELINE, SPECULATIVE
 
 APP_NAME = "arena"
 
@@ -53,8 +53,8 @@ class Pipeline:
         _quiet()
         import ray
 
-        from ..arena import Arena, RaceRequest
-        from ..pipelines import build_side
+        from ..engine.arena import Arena, RaceRequest
+        from ..engine.pipelines import build_side
         from .protocol import placement
         from .worker import SideCache, SideWorker
 
@@ -73,7 +73,7 @@ class Pipeline:
             self._load(RaceRequest(prompt="warm-up", preset=self.arena.presets.default), lambda m: None)
 
     def _load(self, request, status):
-        from ..errors import DemoError
+        from ..core.errors import DemoError
         from .worker import side_key
 
         pair = self.arena.prepare(request.preset, status, main_format=request.main_format,
@@ -89,7 +89,7 @@ class Pipeline:
             yield event
 
     def devices(self) -> list:
-        from ..pipelines import available_devices
+        from ..engine.pipelines import available_devices
 
         return available_devices()
 

@@ -1,7 +1,7 @@
 """Fan-in of the two sides' streams: what the Race deployment does, in plain asyncio.
 
 Each side streams from its own replica (maybe on another machine). The merge is the
-cluster's version of demo.race.race(): one stream, both sides' events interleaved as they
+cluster's version of demo.engine.race.race(): one stream, both sides' events interleaved as they
 arrive, a slow side never stalling the fast one. On top of that:
 
 * A side's events are held back until the other side has started too (or refused), so a
@@ -23,9 +23,7 @@ import time
 from contextlib import aclosing
 from typing import AsyncIterator, Callable, Optional, Protocol
 
-from ..arena import StatusEvent
-from ..race import ChunkEvent, DoneEvent, StartEvent
-from ..streaming import SIDES
+from ..core.streaming import SIDES, ChunkEvent, DoneEvent, StartEvent, StatusEvent
 from .protocol import Refusal
 
 # With no event at all for this long, the sides' replicas are all busy (the request waits
@@ -47,7 +45,7 @@ class _End:
 
 def _broken(side: str, seen: dict, message: str) -> DoneEvent:
     """A failed result for a side whose stream broke, on that side's own clock."""
-    from ..pipelines import RunResult  # a plain dataclass; nothing of OpenVINO is loaded
+    from ..core.streaming import RunResult  # a plain dataclass; nothing of OpenVINO is loaded
 
     start = seen.get("start")
     chunks = seen.get("chunks", [])

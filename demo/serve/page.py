@@ -22,8 +22,8 @@ MAX_QUEUE = 16  # as app.py: races and benchmarks waiting in Gradio's queue, per
 def build_page(arena, kiosk: bool = False, idle_seconds: float = 45.0, keep_prompts: bool = False):
     """The arena's Gradio Blocks over `arena` (an Arena or a RemoteArena), queued as app.py does.
     The Benchmark tab is left out: it measures one machine, not a cluster."""
-    from ..ui import build_demo
-    from ..web import Booth
+    from ..web.booth import Booth
+    from ..web.ui import build_demo
 
     booth = Booth(kiosk=kiosk, idle_seconds=idle_seconds, keep_prompts=keep_prompts)
     return build_demo(arena, bench_enabled=False, booth=booth).queue(default_concurrency_limit=1,
@@ -35,9 +35,9 @@ def build_asgi(demo):
     import gradio as gr
     from fastapi import FastAPI, Request
 
-    from ..render import CSS
-    from ..ui import THEME
-    from ..web import CSS as BOOTH_CSS
+    from ..web.render import CSS
+    from ..web.style import CSS as BOOTH_CSS
+    from ..web.ui import THEME
 
     app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None)
 

@@ -1,6 +1,6 @@
-"""RemoteArena: the engine's front door (demo.arena.Arena) with the pipelines on a cluster.
+"""RemoteArena: the engine's front door (demo.engine.arena.Arena) with the pipelines on a cluster.
 
-The page (demo.ui.build_demo) and every other caller of Arena keep working unchanged:
+The page (demo.web.ui.build_demo) and every other caller of Arena keep working unchanged:
 presets, devices, needs_operator, default_assistant_tokens, startup, admission and
 summarize behave as in one process, and `run(request, stop)` yields the same events
 (StatusEvent, StartEvent, ChunkEvent, DoneEvent). Only where the work happens differs:
@@ -29,10 +29,9 @@ import time
 from dataclasses import replace
 from typing import Iterator, Optional
 
-from ..arena import Arena, RaceRequest, Summary, validate_prompt
-from ..errors import DemoError
-from ..race import ChunkEvent, DoneEvent, StartEvent
-from ..streaming import SIDES
+from ..core.errors import DemoError
+from ..core.streaming import SIDES, ChunkEvent, DoneEvent, StartEvent
+from ..engine.arena import Arena, RaceRequest, Summary, validate_prompt
 from .protocol import Refusal
 
 STOP_POLL_S = 0.1
@@ -69,8 +68,8 @@ class RemoteArena(Arena):
 
     @classmethod
     def connect(cls, race, devices: list, models_yaml=None, cache_dir=None, allow_downloads: bool = False):
-        from ..presets import load_presets
-        from ..sources import ModelStore
+        from ..models.presets import load_presets
+        from ..models.sources import ModelStore
 
         return cls(load_presets(models_yaml), ModelStore(cache_dir), race, devices, allow_downloads)
 
@@ -82,7 +81,7 @@ class RemoteArena(Arena):
         # their own (every node has the same prepared models: docs/SCALE-OUT.md).
         raise DemoError(ONLY_ONE_MACHINE)
 
-    def start_background_warmup(self, report=lambda m: None, calibrate: bool = False):
+    def start_background_warmup(self, report=lambda m: None, calibrator=None):
         report("the pipelines load in their replicas (demo.serve); nothing to warm up here")
         return None
 
@@ -178,7 +177,7 @@ class _Clocks:
         return event  # StatusEvent
 
     def cancelled_result(self, side: str):
-        from ..pipelines import RunResult
+        from ..core.streaming import RunResult
 
         chunks = list(self.chunks.get(side, []))
         start = self.started[side]

@@ -24,9 +24,10 @@ import time
 from collections import OrderedDict, deque
 from typing import Callable
 
-from ..arena import RaceRequest, StatusEvent, validate_prompt
-from ..errors import DemoError
-from ..race import ChunkEvent, DoneEvent, _run_side
+from ..core.errors import DemoError
+from ..core.streaming import ChunkEvent, DoneEvent, StatusEvent
+from ..engine.arena import RaceRequest, validate_prompt
+from ..engine.race import _run_side
 from .protocol import Refusal
 
 JOURNAL_SIZE = 20
@@ -147,8 +148,8 @@ class SideCache:
 
 def side_key(side: str, main, draft, method: str, options):
     """The cache key of one side's pipeline (see SideCache)."""
-    from ..pipelines import PairKey
-    from ..streaming import BASELINE
+    from ..core.streaming import BASELINE
+    from ..engine.pipelines import PairKey
 
     if side == BASELINE:
         return PairKey(str(main), None, "draft", options)  # as build_pair's baseline: no draft attached

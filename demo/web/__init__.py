@@ -1,12 +1,11 @@
-"""Page parts beyond the race tab: kiosk mode, the scoreboard, recordings, the three-way race.
+"""The web page: the Gradio arena (ui), its HTML/SVG renderers (render) and its booth parts.
 
-Like demo.ui, these know the engine's front door (demo.arena, demo.three_way,
-demo.scoreboard, demo.recording), never OpenVINO. demo.ui builds the page and calls
-`booth.add_tabs` and `booth.race_tab` from here; all model output and everything read
-from a recording goes through demo.render's escaping renderers.
+  ui.py              the page: the race tab, settings, the benchmark tab; `build_demo(arena)`
+  render.py          HTML/SVG for the page; every piece of model output is escaped here
+  booth.py           kiosk mode, the scoreboard, recordings, the three-way race, added by ui
+  lanes.py, style.py, checks.py, kiosk.py, *_tab.py   the booth's parts
+
+Like every layer above the engine, the page knows the engine's front door
+(demo.engine.arena, demo.engine.three_way) and the records (demo.records), never OpenVINO.
+Nothing is imported here, so `demo.web.render` loads without Gradio.
 """
-
-from .booth import Booth
-from .style import CSS
-
-__all__ = ["Booth", "CSS"]

@@ -1,7 +1,7 @@
 """What an operator chose for this page (kiosk, idle time, keeping prompts) and what every
 finished race leaves behind on the page: a scoreboard row and a recording to download.
 
-demo.ui calls, inside its race tab, `after_race = booth.race_tab(arena)` (a download button
+demo.web.ui calls, inside its race tab, `after_race = booth.race_tab(arena)` (a download button
 under the chart, and the hooks its race handler calls when a race starts and finishes),
 then `booth.add_tabs(arena, …)` for the Three-way, Recordings and Scoreboard tabs, and
 `booth.install_kiosk(demo, examples)` when the page runs as a kiosk.
@@ -19,9 +19,9 @@ from typing import Optional
 
 import gradio as gr
 
-from .. import outcomes, recording
-from ..errors import DemoError
-from ..scoreboard import Scoreboard
+from ..core.errors import DemoError
+from ..records import outcomes, recording
+from ..records.scoreboard import Scoreboard
 
 log = logging.getLogger(__name__)
 
@@ -122,7 +122,7 @@ class Booth:
 
 
 class RaceHooks:
-    """What demo.ui's race handler calls: `started()` when a race begins (hides the last
+    """What demo.web.ui's race handler calls: `started()` when a race begins (hides the last
     race's download) and `finished(request, results, summary)` when it is over."""
 
     def __init__(self, booth: Booth, arena, download):

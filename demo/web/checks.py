@@ -1,12 +1,12 @@
-"""Server-side checks of raw values from the browser or the API (as demo.ui does for /race):
+"""Server-side checks of raw values from the browser or the API (as demo.web.ui does for /race):
 widgets bound what a browser sends, but anyone can send None, NaN, strings or huge numbers."""
 
 from __future__ import annotations
 
 import math
 
-from ..errors import DemoError
-from ..settings import MAX_PROMPT_CHARS
+from ..core.errors import DemoError
+from ..core.settings import MAX_PROMPT_CHARS
 
 
 def boolean(name: str, value) -> bool:

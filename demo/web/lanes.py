@@ -1,6 +1,6 @@
 """Two or three racing lanes side by side: the three-way race and recorded replays.
 
-The same panels as the race tab (demo.render's escaping renderers: accepted guesses in
+The same panels as the race tab (demo.web.render's escaping renderers: accepted guesses in
 blue, the main model's own token in orange, counters under each panel, the tokens-over-
 time chart), for any lanes: baseline + speculative, or baseline + draft + lookup.
 """
@@ -15,10 +15,10 @@ from typing import Optional, Sequence
 
 import gradio as gr
 
-from .. import render
-from ..metrics import side_stats
-from ..race import replay
-from ..streaming import Chunk
+from ..core.metrics import side_stats
+from ..core.streaming import Chunk
+from ..engine.race import replay
+from . import render
 from .style import LANE_COLOURS
 
 TITLES = {
@@ -27,7 +27,7 @@ TITLES = {
     "draft": "Draft model (main + draft)",
     "lookup": "Prompt lookup (main + prompt n-grams)",
 }
-MIN_UPDATE_INTERVAL_S = 0.1  # as demo.ui: at most 10 updates a second
+MIN_UPDATE_INTERVAL_S = 0.1  # as demo.web.ui: at most 10 updates a second
 
 
 @dataclass
@@ -75,7 +75,7 @@ class LanePanels:
 
 class LanesView:
     """What the panels show during one run. Only lanes marked dirty are re-rendered, so a
-    lane's counters move only when it receives tokens (as in demo.ui.RaceView)."""
+    lane's counters move only when it receives tokens (as in demo.web.ui.RaceView)."""
 
     def __init__(self, panels: LanePanels, lanes: Sequence[str], placeholder: str = "loading…"):
         self.panels = panels

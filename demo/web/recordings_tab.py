@@ -1,4 +1,4 @@
-"""The Recorded races tab: replay a race recorded here or elsewhere (demo.recording).
+"""The Recorded races tab: replay a race recorded here or elsewhere (demo.records.recording).
 
 Recordings that come with the demo (recordings/*.json, made by `python -m demo.record`)
 are offered in a menu, so a booth can show a race before its models are prepared; a
@@ -6,7 +6,7 @@ visitor can upload one they downloaded after a race. Either replays at its recor
 in the same panels as a live race, labelled with the machine and date it was recorded on.
 
 An upload is a stranger's file: it is read from Gradio's upload folder with a size cap,
-validated by demo.recording (one sentence when it is refused) and rendered through the
+validated by demo.records.recording (one sentence when it is refused) and rendered through the
 same escaping renderers as live output. The menu's values are names checked against the
 list on the server; no path ever comes from the browser.
 """
@@ -18,8 +18,9 @@ import threading
 
 import gradio as gr
 
-from .. import recording, render
-from ..recording import RecordingError
+from ..records import recording
+from ..records.recording import RecordingError
+from . import render
 from .lanes import TITLES, LanePanels, LanesView, replay_into
 
 REPLAY_HANDLERS = 8  # replays only sleep between steps; each is bounded by recording.MAX_SECONDS

@@ -1,4 +1,4 @@
-"""The Scoreboard tab: every finished race on this machine (demo.scoreboard), as counts,
+"""The Scoreboard tab: every finished race on this machine (demo.records.scoreboard), as counts,
 medians and the distribution of speedups per preset, prompt class and method, drawn as an
 SVG (no network, no plotting library); the whole table exports as CSV.
 
@@ -16,8 +16,8 @@ from typing import Optional
 
 import gradio as gr
 
-from .. import three_way
-from ..scoreboard import VISITOR, ScoreboardError, Standings
+from ..engine import three_way
+from ..records.scoreboard import VISITOR, ScoreboardError, Standings
 from .style import LOOKUP_COLOUR
 
 POLL_S = 5.0

@@ -1,4 +1,4 @@
-"""CSS for the booth features; app.launch passes it with demo.render.CSS.
+"""CSS for the booth features; app.launch passes it with demo.web.render.CSS.
 
 Kiosk rules apply only under `.kiosk-mode`, a class the kiosk script puts on <html>: a
 projector two metres away needs about twice the normal type, no footer and the full width.
@@ -6,7 +6,7 @@ They are all !important: Gradio repeats the page CSS under a more specific prefi
 (`.gradio-container… .contain`), which would otherwise win over a class on <html>.
 """
 
-from ..render import ACCEPTED_COLOUR, BASELINE_COLOUR, SPECULATIVE_COLOUR
+from .render import ACCEPTED_COLOUR, BASELINE_COLOUR, SPECULATIVE_COLOUR
 
 LOOKUP_COLOUR = "#009E73"  # Okabe–Ito green: the prompt-lookup lane
 

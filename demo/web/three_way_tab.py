@@ -1,6 +1,6 @@
 """The Three-way race tab: baseline, draft model and prompt lookup on one prompt.
 
-Each lane runs alone with the whole machine (demo.three_way.run, inside the engine's one
+Each lane runs alone with the whole machine (demo.engine.three_way.run, inside the engine's one
 admission slot), then the three recorded runs are replayed side by side at their real
 pace, and the page says which method won and by how much.
 """
@@ -12,11 +12,11 @@ import threading
 
 import gradio as gr
 
-from .. import three_way
-from ..arena import RaceRequest, StatusEvent
-from ..errors import DemoError
-from ..race import ChunkEvent, DoneEvent, StartEvent
-from ..settings import MAX_PROMPT_CHARS, GenerationSettings
+from ..core.errors import DemoError
+from ..core.settings import MAX_PROMPT_CHARS, GenerationSettings
+from ..core.streaming import ChunkEvent, DoneEvent, StartEvent, StatusEvent
+from ..engine import three_way
+from ..engine.arena import RaceRequest
 from . import checks
 from .lanes import LanePanels, LanesView, Throttle, replay_into
 

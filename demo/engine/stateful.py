@@ -9,14 +9,14 @@ from typing import Optional
 
 def cpu_config(threads: Optional[int]) -> dict:
     """The CPU properties a pipeline with `threads` gets, for a bare compile."""
-    from .placement import properties_for
-    from .settings import PipelineOptions
+    from ..core.placement import properties_for
+    from ..core.settings import PipelineOptions
 
     return properties_for("CPU", PipelineOptions(threads=threads))
 
 
 def _rss() -> int:
-    from .memory import rss_bytes
+    from ..core.memory import rss_bytes
 
     return rss_bytes()
 

@@ -4,7 +4,7 @@ RAM, OpenVINO version) in <cache>/safety/<fingerprint>.json, so a configuration 
 crashed OpenVINO once is never tried again on this machine, across restarts.
 
 NativeGuard.check runs the smoke test of a configuration never seen here in a child
-process (demo.isolation) before this process compiles it; `python -m demo.doctor` runs it
+process (demo.core.isolation) before this process compiles it; `python -m demo.doctor` runs it
 for every format × thread count of a preset and prints the table.
 """
 
@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
-from .errors import DemoError
-from .isolation import NativeCrash, run
+from ..core.errors import DemoError
+from ..core.isolation import NativeCrash, run
 
 SMOKE_TIMEOUT_S = 300   # compile + a 100-token prefill: a minute for an f16 1.5B on one slow core
 TOO_SLOW_MS = 2000      # per token: no visitor waits for that; doctor says so (still usable)
@@ -57,7 +57,7 @@ class NativeConfig:
 class SafetyRecord:
     def __init__(self, cache_dir: Path, machine_key: Optional[str] = None):
         if machine_key is None:
-            from .machine import fingerprint_key
+            from ..core.machine import fingerprint_key
 
             machine_key = fingerprint_key()
         self.path = Path(cache_dir) / "safety" / f"{machine_key}.json"
@@ -99,7 +99,7 @@ class SafetyRecord:
 class NativeGuard:
     """Proves a configuration in a child before this process compiles it (once per machine)."""
 
-    def __init__(self, record: SafetyRecord, target: str = "demo.safety:smoke_test",
+    def __init__(self, record: SafetyRecord, target: str = "demo.engine.safety:smoke_test",
                  timeout_s: float = SMOKE_TIMEOUT_S):
         self.record, self.target, self.timeout_s = record, target, timeout_s
 

@@ -1,7 +1,7 @@
 """OpenVINO GenAI pipelines: the baseline (main model alone) and the speculative one
 (main model verifying guesses from a draft model, or from prompt lookup).
 
-This is the only module besides demo.sources/demo.prepare that imports openvino.
+This is the only module besides demo.models.sources/demo.models.prepare that imports openvino.
 """
 
 from __future__ import annotations
@@ -10,14 +10,14 @@ import threading
 import time
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
-from . import placement
-from .errors import DemoError
-from .settings import MAX_PROMPT_TOKENS, GenerationSettings, PipelineOptions
-from .streaming import BASELINE, SIDES, SPECULATIVE, Chunk, IncrementalDetokenizer
+from ..core import placement
+from ..core.errors import DemoError
+from ..core.settings import MAX_PROMPT_TOKENS, GenerationSettings, PipelineOptions
+from ..core.streaming import BASELINE, SIDES, SPECULATIVE, Chunk, IncrementalDetokenizer, RunResult
 
 OnChunk = Callable[[Chunk], bool]  # return False to stop generating
 
@@ -34,40 +34,6 @@ def check_device(device: str, role: str) -> None:
         raise DemoError(
             f"The {role} device {device!r} is not available on this machine; choose one of: {', '.join(devices)}."
         )
-
-
-@dataclass
-class RunResult:
-    """One side's finished (or stopped, or failed) run."""
-
-    side: str
-    start: float
-    end: float
-    chunks: list[Chunk] = field(default_factory=list)
-    cancelled: bool = False
-    error: Optional[str] = None
-    # Figures OpenVINO itself reports (perf_metrics / extended_perf_metrics); None when absent.
-    ov_generated_tokens: Optional[int] = None
-    ov_ttft_ms: Optional[float] = None
-    ov_tpot_ms: Optional[float] = None
-    ov_accepted_tokens: Optional[int] = None
-    ov_draft_tokens: Optional[int] = None
-    # Where the time went, from OpenVINO's own timers (ms): the main model's forward passes
-    # (for the speculative side: verifying), the draft's (drafting), and the main model's
-    # calls (prefill included), which with the tokens gives the cost of one verify step.
-    ov_main_infer_ms: Optional[float] = None
-    ov_draft_infer_ms: Optional[float] = None
-    ov_main_calls: Optional[int] = None
-    # Where this side ran when it is not this process (demo.serve: "host (node 1a2b3c4d), 1 thread").
-    ran_on: Optional[str] = None
-
-    @property
-    def token_ids(self) -> list[int]:
-        return [t for c in self.chunks for t in c.token_ids]
-
-    @property
-    def text(self) -> str:
-        return "".join(c.text for c in self.chunks)
 
 
 class _Streamer:
@@ -253,7 +219,7 @@ class PipelineCache:
 
     An entry is a pair (both sides, as a race needs them) or one side alone (fair mode on
     a pair that does not fit twice: each side is loaded in turn, see sequential()).
-    The budget is in bytes (demo.memory.budget_bytes: the machine's or the container's
+    The budget is in bytes (demo.core.memory.budget_bytes: the machine's or the container's
     limit, less a reserve). An entry's size is measured when it loads (resident memory
     before and after, warm-up included) and remembered; one never loaded before is
     estimated from its weight files. Least recently used entries are evicted, and freed at
@@ -262,7 +228,7 @@ class PipelineCache:
     """
 
     def __init__(self, budget: Optional[int] = None, max_pairs: Optional[int] = None):
-        from . import memory
+        from ..core import memory
 
         self.budget = memory.budget_bytes() if budget is None else budget
         self.max_pairs = max_pairs  # entries, whether pairs or single sides
@@ -341,7 +307,7 @@ class PipelineCache:
         return self._get(key, (side,), status)[side]
 
     def _get(self, key: PairKey, sides: tuple, status: Callable[[str], None]) -> dict[str, OpenVINORunner]:
-        from . import memory
+        from ..core import memory
 
         entry = (key, sides)
         with self._lock:
@@ -422,7 +388,7 @@ def max_context(folder: Path) -> Optional[int]:
     import json
 
     for name, keys in (("config.json", ("max_position_embeddings", "n_positions", "seq_length")),
-                       ("context.json", ("context_length",))):  # written by demo.sources for GGUF models
+                       ("context.json", ("context_length",))):  # written by demo.models.sources for GGUF models
         try:
             data = json.loads((folder / name).read_text())
         except (OSError, ValueError):

@@ -1,4 +1,4 @@
-"""The arena page (Gradio 6). Knows the engine's facade (demo.arena), not OpenVINO.
+"""The arena page (Gradio 6). Knows the engine's facade (demo.engine.arena), not OpenVINO.
 
 One click starts ONE event handler that consumes the engine's merged race stream and
 updates both panels. (Two listeners on one click would run one after the other in the
@@ -15,15 +15,15 @@ from typing import Optional
 
 import gradio as gr
 
-from . import placement, render
-from .web import checks
-from .arena import Arena, RaceRequest, StatusEvent
-from .errors import DemoError
-from .metrics import side_stats
-from .race import ChunkEvent, DoneEvent, StartEvent, replay
-from .settings import MAX_PROMPT_CHARS, GenerationSettings, PipelineOptions
-from .streaming import BASELINE, SIDES, SPECULATIVE, Chunk
-from .web import Booth
+from ..core import placement
+from ..core.errors import DemoError
+from ..core.metrics import side_stats
+from ..core.settings import MAX_PROMPT_CHARS, GenerationSettings, PipelineOptions
+from ..core.streaming import BASELINE, SIDES, SPECULATIVE, Chunk, ChunkEvent, DoneEvent, StartEvent, StatusEvent
+from ..engine.arena import Arena, RaceRequest
+from ..engine.race import replay
+from . import checks, render
+from .booth import Booth
 
 # Updates are sent at most this often; chunks arriving in between are batched, so a fast
 # small model does not flood the browser (or steal the CPU the pipelines race on: on 2
@@ -299,7 +299,7 @@ def build_demo(arena: Arena, bench_enabled: bool = True, booth: Optional[Booth] 
 
         def startup_status():
             phase, message = arena.startup.get()
-            # What OpenVINO crashed on here, and was skipped (demo.safety), stays on the page.
+            # What OpenVINO crashed on here, and was skipped (demo.engine.safety), stays on the page.
             skipped = "".join(f"\n\n⚠️ {s}." for s in arena.skipped_configurations())
             if phase == "preparing":
                 return f"⏳ {message}{skipped}", gr.Timer(active=True)
@@ -400,7 +400,7 @@ ASSUMED_TOK_S = 8.0  # for the duration estimate until this machine has measured
 def bench_plan(arena: Arena, preset_name, mode_list, class_list, ks_text, with_lookup, n_prompts, repeats,
                max_tokens) -> dict:
     """Check a page-started benchmark against the bounds; return its plan with an estimate."""
-    from . import bench
+    from ..bench import benchmark as bench
 
     preset = arena.presets.get(checks.choice("model pair", preset_name, list(arena.presets.presets)))
     reason = arena.needs_operator(preset.name)
@@ -436,7 +436,7 @@ def _bench_tab(arena: Arena, choices: list, default_preset: str) -> None:
     import queue
     import tempfile
 
-    from . import bench
+    from ..bench import benchmark as bench
 
     gr.Markdown(
         "Runs the built-in prompt set (code, chat, summarization) through both pipelines and "

@@ -1,7 +1,7 @@
 """models.yaml: the model-pair presets the demo offers, validated with pydantic.
 
 A preset names a main model and (optionally) a draft model. Each model has a `source`
-that says how to turn it into a local OpenVINO IR folder (see demo.sources).
+that says how to turn it into a local OpenVINO IR folder (see demo.models.sources).
 Unknown keys are rejected so that a typo never silently changes what runs.
 """
 
@@ -14,16 +14,16 @@ from typing import Annotated, Any, Literal, Optional, Union
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from .errors import DemoError
+from ..core.errors import DemoError
 
-DEFAULT_MODELS_YAML = Path(__file__).resolve().parent.parent / "models.yaml"
+DEFAULT_MODELS_YAML = Path(__file__).resolve().parents[2] / "models.yaml"
 
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-# How a GGUF model's weights are laid out once prepared (demo/formats.py says what each is).
+# How a GGUF model's weights are laid out once prepared (demo/models/formats.py says what each is).
 WeightFormat = Literal["gguf", "f16", "int8", "int4_sym", "int4_asym", "auto"]
 _FORMAT_HELP = (
     "weight format of the prepared IR: gguf (as OpenVINO GenAI reads the GGUF), f16, int8, "

@@ -21,7 +21,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Callable, Optional
 
-from .errors import DemoError
+from ..core.errors import DemoError
 
 POLL_S = 0.2  # how often a waiting job checks its stop flag and its place in line
 

@@ -1,9 +1,9 @@
-"""Calibration, one stage at a time, each stage in a child process (demo.isolation).
+"""Calibration, one stage at a time, each stage in a child process (demo.core.isolation).
 
 A stage measures one thing (a draft format, a main format, a real pipeline's overhead in
 one mode, or converts one weight format). Run in a child, a native crash (the f16 main
 with one thread raises SIGFPE on an AMX Xeon) costs only that stage: the configuration the
-child announced last is recorded unusable for this machine (demo.safety), the stage runs
+child announced last is recorded unusable for this machine (demo.engine.safety), the stage runs
 again without it, and calibration goes on. Each finished stage is saved, so a restart
 resumes instead of measuring again; the app runs each stage in its own admission slot, so
 a visitor waits at most one stage, never the whole calibration.
@@ -21,9 +21,10 @@ import threading
 from pathlib import Path
 from typing import Callable, ContextManager, Optional
 
-from . import isolation
-from .errors import DemoError
-from .safety import CRASHES, WORKS, NativeConfig, SafetyRecord
+from ..core import isolation
+from ..core.errors import DemoError
+from ..engine.safety import CRASHES, WORKS, NativeConfig, SafetyRecord
+from . import cost_model, measure
 
 NATIVE = "@native "   # a child's message announcing the configuration it is about to compile
 MAX_CRASHES_PER_STAGE = 4
@@ -38,8 +39,6 @@ def announce(send: Callable[[str], None], config: NativeConfig) -> None:
 
 def measure_draft(args: dict, send) -> dict:
     """One draft format's single-token step, in each mode's threads it can run with."""
-    from . import calibrate as c
-
     out = {"step_s": {}, "memory_bytes": 0}
     for mode, threads in args["threads"].items():
         config = NativeConfig(args["folder"], "draft", threads)
@@ -47,9 +46,9 @@ def measure_draft(args: dict, send) -> dict:
             continue
         send(f"measuring the draft model ({args['format']}, {mode} threads)")
         announce(send, config)
-        model = c.StatefulModel(Path(args["folder"]), threads)
+        model = measure.StatefulModel(Path(args["folder"]), threads)
         try:
-            out["step_s"][mode] = c.step_costs(model, [1], repeats=args.get("repeats", c.DRAFT_REPEATS))[0]
+            out["step_s"][mode] = measure.step_costs(model, [1], repeats=args.get("repeats", measure.DRAFT_REPEATS))[0]
             out["memory_bytes"] = max(out["memory_bytes"], model.memory)
         finally:
             model.close()
@@ -59,13 +58,11 @@ def measure_draft(args: dict, send) -> dict:
 def measure_main(args: dict, send) -> dict:
     """One main format: its verify-cost curve per mode, its greedy answers to the prompts,
     and how far each draft format guesses along them (agreement runs)."""
-    from . import calibrate as c
-
     fmt, folder, k_max = args["format"], Path(args["folder"]), args["k_max"]
     ms = list(range(1, k_max + 2))
     prior = args["prior"]
     prior_runs = {tuple(k.split("/")): v for k, v in prior["runs"].items()}
-    ids, eos = c.prompt_ids(folder, args["texts"])
+    ids, eos = measure.prompt_ids(folder, args["texts"])
     curves, memory, decode, runs = {}, 0, [], {}
     for mode, threads in args["threads"].items():
         config = NativeConfig(str(folder), "main", threads)
@@ -75,12 +72,13 @@ def measure_main(args: dict, send) -> dict:
             continue
         send(f"measuring the main model ({fmt}, {mode} threads): verify cost for 1..{k_max + 1} tokens")
         announce(send, config)
-        model = c.StatefulModel(folder, threads)
+        model = measure.StatefulModel(folder, threads)
         try:
-            curves[mode] = c.curve_costs(model, ms, sparse=(mode == "race" or args.get("sparse_fair", False)),
-                                         repeats=args.get("repeats", c.REPEATS))
+            curves[mode] = measure.curve_costs(model, ms, sparse=(mode == "race" or args.get("sparse_fair", False)),
+                                               repeats=args.get("repeats", measure.REPEATS))
             memory = max(memory, model.memory)
-            if mode == "fair" and c._dominated(curves["fair"], prior["mains"], prior["drafts"], prior_runs, k_max):
+            if mode == "fair" and cost_model.dominated(curves["fair"], prior["mains"], prior["drafts"], prior_runs,
+                                                        k_max):
                 # Even with the best acceptance seen so far (+10 %) and the cheapest draft it
                 # cannot beat a format already measured: skip its answers and race curve.
                 send(f"main model {fmt} cannot beat the formats measured so far: skipped")
@@ -89,7 +87,7 @@ def measure_main(args: dict, send) -> dict:
                 send(f"answering {len(ids)} prompts with the main model ({fmt}) to measure acceptance")
                 answers = []
                 for p in ids:
-                    answer, seconds = c.greedy_answer(model, p, args["max_new_tokens"], eos)
+                    answer, seconds = measure.greedy_answer(model, p, args["max_new_tokens"], eos)
                     answers.append(answer)
                     decode += seconds
                 for df, draft_folder in args["drafts"].items():
@@ -97,9 +95,10 @@ def measure_main(args: dict, send) -> dict:
                     if guesser_config.key in args["unusable"]:
                         continue
                     announce(send, guesser_config)
-                    guesser = c.StatefulModel(Path(draft_folder), None)
+                    guesser = measure.StatefulModel(Path(draft_folder), None)
                     try:
-                        runs[df] = [c.agreement_runs(c.draft_guesses(guesser, p, a), a) for p, a in zip(ids, answers)]
+                        runs[df] = [cost_model.agreement_runs(measure.draft_guesses(guesser, p, a), a)
+                                    for p, a in zip(ids, answers)]
                     finally:
                         guesser.close()
         finally:
@@ -114,14 +113,12 @@ def measure_main(args: dict, send) -> dict:
 
 def measure_overhead(args: dict, send) -> dict:
     """What a real speculative (and baseline) pipeline adds per step, for one mode."""
-    from . import calibrate as c
-
     folders = {("main", args["pair"][0]): args["main_folder"], ("draft", args["pair"][1]): args["draft_folder"]}
     for folder, role in ((args["main_folder"], "main"), (args["draft_folder"], "draft")):
         announce(send, NativeConfig(folder, role, args["threads"]))
     predicted = {int(k): v for k, v in args["predicted_step_s"].items()}
-    return c.pipeline_overhead(tuple(args["pair"]), folders, args["texts"], args["max_new_tokens"], args["threads"],
-                               args["ks"], lambda k: predicted[k], args["one_token_s"])
+    return measure.pipeline_overhead(tuple(args["pair"]), folders, args["texts"], args["max_new_tokens"],
+                                     args["threads"], args["ks"], lambda k: predicted[k], args["one_token_s"])
 
 
 # -- the parent's side -----------------------------------------------------------------
@@ -133,7 +130,7 @@ class StageRunner:
     def __init__(self, path: Path, identity: dict, record: SafetyRecord, report: Callable[[str], None],
                  stop: Optional[threading.Event] = None,
                  slot: Callable[[str], ContextManager] = lambda name: contextlib.nullcontext(),
-                 module: str = "demo.calibration_stages"):
+                 module: str = "demo.calibrate.stages"):
         self.path, self.record, self.report, self.stop, self.slot, self.module = path, record, report, stop, slot, module
         self.identity = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
         self.done: dict = {}

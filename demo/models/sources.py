@@ -6,7 +6,7 @@ happens in a scratch folder under `<cache>/tmp/` and is moved into place with on
 only after it is complete, with a `.ready.json` marker inside. A folder without that marker
 is never used, so Ctrl-C, a cancel or a full disk can not leave a half model that later loads.
 
-pypi and gguf models can be prepared in several weight formats (demo/formats.py), each its
+pypi and gguf models can be prepared in several weight formats (demo/models/formats.py), each its
 own folder: the GGUF reader's IR (`gguf`, the default), the f16 folder made from it, and the
 compressed formats made from the f16 one, so every step happens once per model.
 
@@ -38,8 +38,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator, Optional
 
+from ..core.errors import DemoError
 from . import formats
-from .errors import DemoError
 from .formats import AUTO, DEFAULT_FORMAT, FORMATS
 from .presets import ExportSource, GgufSource, HubSource, LocalSource, ModelSpec, PypiSource
 
@@ -97,7 +97,7 @@ def _missing_ir_files(path: Path) -> list[str]:
 
 
 def has_formats(spec: ModelSpec) -> bool:
-    """Whether `spec` can be prepared in the weight formats of demo/formats.py (pypi and gguf can)."""
+    """Whether `spec` can be prepared in the weight formats of demo/models/formats.py (pypi and gguf can)."""
     return isinstance(spec, (PypiSource, GgufSource))
 
 
@@ -603,13 +603,13 @@ def _record_context_length(gguf_path: Path, work: Path) -> None:
 
 def _gguf_to_ir(gguf_path: Path, role: str, progress: Progress, checkpoint: Callable[[], None]) -> None:
     """Let OpenVINO GenAI read the GGUF once and save IR (model + tokenizers) next to it, in a
-    child process (demo.isolation): a native crash there is a sentence, not the app's end."""
-    from . import isolation
+    child process (demo.core.isolation): a native crash there is a sentence, not the app's end."""
+    from ..core import isolation
 
     stage = f"converting {role} to OpenVINO IR"
     progress(stage, 0, 0)
     try:
-        isolation.run("demo.sources:_gguf_to_ir_child", {"gguf": str(gguf_path)}, what=f"reading the {role} GGUF",
+        isolation.run("demo.models.sources:_gguf_to_ir_child", {"gguf": str(gguf_path)}, what=f"reading the {role} GGUF",
                       checkpoint=checkpoint)
     except isolation.ChildFailed as e:
         if "No space left on device" in str(e):

@@ -9,8 +9,8 @@ from __future__ import annotations
 import html
 from typing import Optional, Sequence
 
-from .metrics import SideStats
-from .streaming import Chunk
+from ..core.metrics import SideStats
+from ..core.streaming import Chunk
 
 # Colours from Okabe–Ito, readable for colour-blind visitors.
 ACCEPTED_COLOUR = "#56B4E9"  # tokens the draft guessed and the main model accepted
@@ -63,7 +63,7 @@ def stats_html(stats: Optional[SideStats], note: str = "", state: str = "idle") 
 
 
 def summary_html(summary) -> str:
-    """The verdict line after both sides finished (demo.arena.Summary)."""
+    """The verdict line after both sides finished (demo.engine.arena.Summary)."""
     rows = []
     if summary.speedup is not None:
         rows.append(f'<span class="big">{summary.speedup:.2f}×</span> speedup '
@@ -178,7 +178,7 @@ LEGEND_HTML = (
 
 
 def why_html(why) -> str:
-    """"Why this speedup?" (demo.explain.Explanation): where the speculative side's time went,
+    """"Why this speedup?" (demo.core.explain.Explanation): where the speculative side's time went,
     what one verify step cost here, and the sentence that says which regime this machine is in."""
     if why is None:
         return ""

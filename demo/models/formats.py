@@ -19,7 +19,7 @@ compress_weights silently changes nothing), so the compressed formats start from
 folder: the GGUF weights are unpacked once per model and every compressed format reuses
 that. The weights are then quantized twice, so check answers on a few prompts.
 
-This module only transforms folders; demo.sources decides where they live, locks them and
+This module only transforms folders; demo.models.sources decides where they live, locks them and
 publishes them atomically.
 """
 
@@ -70,7 +70,7 @@ def resolve_auto_format(spec: "ModelSpec", role: str, store: "ModelStore") -> st
     Cheap (ready_path() calls it): a few small JSON files, and never asks `store` about
     `spec` in format auto (that would call it again).
     """
-    from .calibrate import calibrated_format
+    from .calibration_store import calibrated_format
 
     which = "draft" if "draft" in role else "main"  # role: "main model", "draft model", …
     return calibrated_format(spec, store, role=which) or DEFAULT_FORMAT
@@ -255,7 +255,7 @@ def link_companions(src: Path, dst: Path) -> None:
             shutil.copyfile(entry, target)
 
 
-# -- in a child process (demo.isolation): conversions are native work not yet proven here --
+# -- in a child process (demo.core.isolation): conversions are native work not yet proven here --
 
 # Conversions are background work (calibration's candidates, a format asked for once): a
 # race or a first load running beside them keeps the CPU first.
@@ -265,13 +265,13 @@ CONVERSION_NICE = 10
 def convert_in_child(kind: str, src: Path, dst: Path, weight_format: str, progress: StepProgress,
                      checkpoint: Checkpoint) -> None:
     """fold_to_f16 (kind "f16") or compress, in a child: a crash there is a sentence, not the app."""
-    from . import isolation
+    from ..core import isolation
 
     def on_message(message: str) -> None:
         done, total = (float(x) for x in message.split("/"))
         progress(done, total)
 
-    isolation.run("demo.formats:_convert_child", {"kind": kind, "src": str(src), "dst": str(dst),
+    isolation.run("demo.models.formats:_convert_child", {"kind": kind, "src": str(src), "dst": str(dst),
                                                   "format": weight_format},
                   what=f"converting {src.name} to {weight_format}", on_message=on_message, checkpoint=checkpoint,
                   nice=CONVERSION_NICE)

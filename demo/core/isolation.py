@@ -6,10 +6,10 @@ every visitor's page and, at launch, crash-loops. A child runs such work instead
 (signal, exit, hang past a deadline) becomes a NativeCrash with one sentence, and the parent
 goes on.
 
-    result = run("demo.smoke:smoke_test", {"folder": "...", "threads": 1},
+    result = run("demo.engine.safety:smoke_test", {"folder": "...", "threads": 1},
                  what="running the f16 main with 1 thread", timeout_s=120)
 
-The child is a fresh `python -m demo.isolation` (not a fork of a process holding pipelines
+The child is a fresh `python -m demo.core.isolation` (not a fork of a process holding pipelines
 and Gradio's threads): the target is named "module:function", its arguments and result are
 JSON, and it may send progress messages, which arrive through a pipe of their own (native
 libraries print to stdout and stderr; those go to a file, whose last line explains a
@@ -34,7 +34,7 @@ from typing import Callable, Optional
 from .errors import DemoError
 
 POLL_S = 0.2
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]  # the repository: the child imports demo (and tests) from here
 
 
 class NativeCrash(DemoError):
@@ -72,7 +72,7 @@ def run(target: str, args: dict, *, what: str, timeout_s: Optional[float] = None
     log = tempfile.TemporaryFile(mode="w+b")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     try:
-        child = subprocess.Popen([sys.executable, "-m", "demo.isolation", target, str(write_fd), str(nice)],
+        child = subprocess.Popen([sys.executable, "-m", "demo.core.isolation", target, str(write_fd), str(nice)],
                                  stdin=subprocess.PIPE, stdout=log, stderr=log, pass_fds=(write_fd,),
                                  start_new_session=True, env=env, cwd=str(ROOT))
     finally:

@@ -27,37 +27,29 @@ difference between its real and predicted steps gives an overhead of a + b·K pe
 and every configuration is predicted again with it before choosing (among those within 3 % of the
 fastest, the one with the largest speedup over its own main model). Results are cached
 per machine fingerprint (CPU, ISA flags, cores, RAM, OpenVINO version, model checksums)
-and reused.
+and reused (demo.models.calibration_store reads them back).
 
 Every measurement runs in a child process, one saved stage at a time
-(demo.calibration_stages): a native crash skips its configuration, a restart resumes.
+(demo.calibrate.stages): a native crash skips its configuration, a restart resumes.
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import sys
 import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable, Mapping, Optional, Sequence
+from typing import Callable, Optional, Sequence
 
-from .errors import DemoError, run_command
-from .stateful import StatefulModel
+from ..core.errors import DemoError, run_command
+from ..models.calibration_store import CALIBRATION_VERSION, cache_path, fingerprint, load_cached, stages_path
+from .cost_model import overhead_ks, pick_among_fastest, predict, tokens_per_step
+from .measure import DRAFT_REPEATS, PREFIX_TOKENS, REPEATS, others_busy, sparse_points
 
-PREFIX_TOKENS = 100
-REPEATS = 5
-# A draft step is short (20 ms) and speculation pays K of them per step: 5 samples read
-# it 35 % high once (26 against 19.5 ms), which pushed the choice towards K=1. 20 cost < 1 s.
-DRAFT_REPEATS = 20
 DEFAULT_K_MAX = 8
-# A real pipeline's steps are timed for at least this long per K (production prompts take
-# longer than that in one round; the test fixture's short answers repeat).
-OVERHEAD_MIN_S = 2.0
-OVERHEAD_MAX_ROUNDS = 10
 DEFAULT_MAIN_FORMATS = ("gguf", "int8", "int4_sym", "f16")
 DEFAULT_DRAFT_FORMATS = ("gguf", "int8")
 # Acceptance is measured on the benchmark's first code prompts, answered as far as the
@@ -68,10 +60,6 @@ DEFAULT_PROMPT_CLASSES = ("code",)
 DEFAULT_PROMPTS_PER_CLASS = 2
 DEFAULT_NEW_TOKENS = 128
 BUSY_SHARE = 0.2  # other processes' share of the cores above which a calibration warns
-# 2: acceptance per format pair from greedy answers; interleaved timing. 3: a real
-# pipeline's overhead per step in every prediction; fair mode's memory is one main model.
-# 4: K=1 timed in the real pipeline too (version 3 extrapolated it and read it 25 % slow).
-CALIBRATION_VERSION = 4
 
 Report = Callable[[str], None]
 
@@ -110,357 +98,6 @@ def launch_formats(isa_flags: Sequence[str]) -> tuple[list[str], list[str]]:
     return (["int4_sym", "gguf"] if fast_int else ["gguf", "f16"]), ["gguf"]
 
 
-# -- the machine --------------------------------------------------------------------------
-
-def machine_fingerprint() -> tuple:
-    """The machine part of the fingerprint (demo.machine)."""
-    from .machine import fingerprint
-
-    return fingerprint()
-
-
-def model_hash(spec) -> str:
-    """A model's identity for calibration: its source and checksums, not the format asked for."""
-    return hashlib.sha256(spec.model_dump_json(exclude_defaults=True, exclude={"format"}).encode()).hexdigest()[:16]
-
-
-def fingerprint(preset, store) -> dict:
-    """What the measurements depend on; a change in any of it means calibrating again."""
-    fp = {k: list(v) if isinstance(v, tuple) else v for k, v in machine_fingerprint()}
-    fp["models"] = {role: model_hash(spec) for role, spec in (("main", preset.main), ("draft", preset.draft))
-                    if spec is not None}
-    return fp
-
-
-def calibrated_format(spec, store, mode: str = "race", role: Optional[str] = None) -> Optional[str]:
-    """The weight format this machine's calibration chose for `spec` in `mode`, or None.
-
-    `role` ("main" or "draft") says which model of a calibrated pair `spec` is; a model
-    drafting for itself is both. What `format: auto` in models.yaml resolves to
-    (demo.formats.resolve_auto_format); cheap: a few small JSON files, no model is loaded.
-    """
-    machine = {k: list(v) if isinstance(v, tuple) else v for k, v in machine_fingerprint()}
-    wanted = model_hash(spec)
-    for path in sorted((store.cache_dir / "calibration").glob("*.json")):
-        try:
-            result = json.loads(path.read_text())
-            if result.get("calibration_version") != CALIBRATION_VERSION:
-                continue
-            fp = result["fingerprint"]
-            if any(fp.get(k) != v for k, v in machine.items()):
-                continue
-            for which in ((role,) if role else ("main", "draft")):
-                if fp["models"].get(which) == wanted:
-                    return result["choice"][mode][f"{which}_format"]
-        except (OSError, ValueError, KeyError, TypeError):
-            continue  # a damaged or foreign file is ignored, never fatal
-    return None
-
-
-def _key(fp: dict) -> str:
-    return hashlib.sha256(json.dumps(fp, sort_keys=True).encode()).hexdigest()[:12]
-
-
-def cache_path(store, preset_name: str, fp: dict) -> Path:
-    return store.cache_dir / "calibration" / f"{preset_name}-{_key(fp)}.json"
-
-
-def load_cached(store, preset) -> Optional[dict]:
-    """This machine's calibration of `preset`, or None (cheap: no model is loaded)."""
-    try:
-        path = cache_path(store, preset.name, fingerprint(preset, store))
-        result = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    # An older calibration measured less (or differently): measure again rather than guess.
-    return result if isinstance(result, dict) and result.get("calibration_version") == CALIBRATION_VERSION else None
-
-
-# -- measuring ----------------------------------------------------------------------------
-
-def others_busy(seconds: float = 1.0) -> Optional[float]:
-    """Share of all cores that other processes kept busy over `seconds` (Linux), or None.
-
-    Not the load average: right after this process converted weights that still reads
-    high, although the machine is quiet for the measurement about to start.
-    """
-    def sample():
-        with open("/proc/stat") as f:
-            fields = [int(x) for x in f.readline().split()[1:]]
-        with open("/proc/self/stat") as f:
-            own = f.read().rsplit(")", 1)[1].split()
-        return sum(fields), fields[3] + fields[4], int(own[11]) + int(own[12])  # total, idle+iowait, utime+stime
-
-    try:
-        total0, idle0, own0 = sample()
-        time.sleep(seconds)
-        total1, idle1, own1 = sample()
-    except (OSError, ValueError, IndexError):
-        return None
-    elapsed = total1 - total0
-    return max(0.0, (elapsed - (idle1 - idle0) - (own1 - own0)) / elapsed) if elapsed else None
-
-
-def step_costs(model: StatefulModel, ms: Sequence[int], repeats: int = REPEATS) -> list[float]:
-    """Seconds of one forward step of M new tokens after a prefix of PREFIX_TOKENS or a few
-    more, for each M in `ms` (a list in that order): the fastest of `repeats` rounds.
-
-    Each round starts from a fresh state, feeds the prefix, then steps of every M in a
-    shuffled order, each M twice in a row and only the second timed: a pipeline repeats
-    one shape step after step (K+1 tokens to verify, 1 to decode), and the CPU plugin's
-    first step after a change of shape costs more. The past grows by at most
-    2·sum(ms) tokens, which barely moves the cost. Rounds go over all M in turn, so a
-    burst of other work on a shared box spoils one sample of every M, not every sample
-    of one M.
-    """
-    import numpy as np
-
-    rng = np.random.default_rng(0)
-    prefix = rng.integers(100, 5000, size=(1, PREFIX_TOKENS))
-    inputs = {m: rng.integers(100, 5000, size=(1, m)) for m in ms}
-    best = {m: float("inf") for m in ms}
-    for round_ in range(repeats + 1):  # round 0 compiles each new shape's kernels: dropped
-        model.request.reset_state()
-        model.feed(prefix, 0)
-        past = PREFIX_TOKENS
-        for m in rng.permutation(list(ms)).tolist():
-            model.feed(inputs[m], past)
-            t0 = time.perf_counter()
-            model.feed(inputs[m], past + m)
-            elapsed = time.perf_counter() - t0
-            past += 2 * m
-            # The minimum, not the median: on a shared box other work only ever adds time.
-            if round_:
-                best[m] = min(best[m], elapsed)
-    return [best[m] for m in ms]
-
-
-def sparse_points(ms: Sequence[int]) -> list[int]:
-    """The step sizes measured on a sparse curve: the three smallest, the middle one and the
-    largest (1, 2, 3, 5, 9 for K up to 8)."""
-    ms = sorted(ms)
-    return sorted(set(ms[:3] + [ms[len(ms) // 2]] + ms[-1:]))
-
-
-def curve_costs(model: StatefulModel, ms: Sequence[int], sparse: bool = False, repeats: int = REPEATS) -> list[float]:
-    """step_costs for every M in `ms`; `sparse` measures only sparse_points(ms) and
-    interpolates linearly between them. Race-mode curves (one thread per pipeline, so
-    slower steps) are sparse: the curve is smooth there, and a first launch should not
-    spend a minute per format on them."""
-    import numpy as np
-
-    if not sparse:
-        return step_costs(model, ms, repeats)
-    points = sparse_points(ms)
-    costs = step_costs(model, points, repeats)
-    return [float(x) for x in np.interp(ms, points, costs)]
-
-
-def greedy_answer(model: StatefulModel, prompt_ids: Sequence[int], max_new_tokens: int, eos: int,
-                  stop: Optional[threading.Event] = None) -> tuple[list[int], list[float]]:
-    """The main model's greedy answer (what every K of speculative decoding must produce),
-    and the seconds each decoding step after the prompt took."""
-    model.request.reset_state()
-    logits = model.feed([list(prompt_ids)], 0)
-    answer, seconds = [int(logits[0, -1].argmax())], []
-    while len(answer) < max_new_tokens and answer[-1] != eos and not (stop and stop.is_set()):
-        t0 = time.perf_counter()
-        logits = model.feed([[answer[-1]]], len(prompt_ids) + len(answer) - 1)
-        seconds.append(time.perf_counter() - t0)
-        answer.append(int(logits[0, -1].argmax()))
-    return answer, seconds
-
-
-def draft_guesses(model: StatefulModel, prompt_ids: Sequence[int], answer: Sequence[int]) -> list[int]:
-    """What the draft would guess for each token of `answer`, given everything before it.
-
-    One pass over prompt + answer (teacher forcing). With greedy decoding this is exactly
-    what speculative decoding asks of the draft: a step starting at answer[p] guesses
-    answer[p], then — only if that guess was right, so the context is the same — answer[p+1], …
-    """
-    model.request.reset_state()
-    logits = model.feed([list(prompt_ids) + list(answer[:-1])], 0)
-    if logits.shape[1] != len(prompt_ids) + len(answer) - 1:
-        raise DemoError("The draft model returns logits for the last position only; calibration "
-                        "needs every position's (export it without logits slicing).")
-    return [int(x) for x in logits[0, len(prompt_ids) - 1:].argmax(-1)]
-
-
-def agreement_runs(guesses: Sequence[int], answer: Sequence[int]) -> list[int]:
-    """runs[p]: how many of answer[p], answer[p+1], … the draft guesses right in a row."""
-    runs = [0] * (len(answer) + 1)
-    for p in range(len(answer) - 1, -1, -1):
-        runs[p] = runs[p + 1] + 1 if guesses[p] == answer[p] else 0
-    return runs[:-1]
-
-
-def verify_steps(runs: Sequence[int], k: int) -> int:
-    """Main-model steps speculative decoding with K guesses needs after the prompt's step
-    (which gives answer[0]): each step keeps the guesses up to the first wrong one and
-    adds the main model's own next token."""
-    p, steps = 1, 0
-    while p < len(runs):
-        p += min(runs[p], k) + 1
-        steps += 1
-    return steps
-
-
-def tokens_per_step(answers_runs: Sequence[Sequence[int]], k: int) -> float:
-    """τ(K): tokens each verify step yields, over all the calibration answers."""
-    tokens = sum(len(r) - 1 for r in answers_runs)
-    steps = sum(verify_steps(r, k) for r in answers_runs)
-    return tokens / steps if steps else 1.0
-
-
-def predict(verify: Sequence[float], draft_step: float, answers_runs: Sequence[Sequence[int]], k: int,
-            overhead: Sequence[float] = (0.0, 0.0), baseline_overhead: float = 0.0,
-            timed_extra: Optional[Mapping[int, float]] = None) -> dict:
-    """Standard model: tok/s of the main model alone and of speculation with K guesses.
-
-    `verify[M - 1]` is the cost of one main-model step of M tokens; `overhead` = (a, b):
-    what a real speculative pipeline adds to each step, a + b·K seconds, except at a K of
-    `timed_extra`, where a real pipeline was timed and added that; `baseline_overhead`
-    what a real baseline pipeline adds to each token (pipeline_overhead)."""
-    tau = tokens_per_step(answers_runs, k)
-    extra = timed_extra[k] if timed_extra and k in timed_extra else overhead[0] + overhead[1] * k
-    step = k * draft_step + verify[k] + max(0.0, extra)
-    return {"k": k, "tokens_per_step": tau, "step_s": step,
-            "speculative_tok_s": tau / step, "baseline_tok_s": 1.0 / (verify[0] + max(0.0, baseline_overhead))}
-
-
-def _dominated(fair_curve: Sequence[float], mains: dict, drafts: dict, runs: dict, k_max: int) -> bool:
-    """True if a main format whose fair-mode curve is `fair_curve` cannot win: alone it is
-    slower than a format measured before, and even with the best tokens per step any
-    measured pair reached (plus 10 %) and the cheapest draft, speculation on it is slower
-    than the best prediction so far. Nothing is dominated before one format is measured."""
-    measured = {key: r for key, r in runs.items() if not mains.get(key[0], {}).get("dominated", True)}
-    if not measured:
-        return False
-    if 1 / fair_curve[0] > max(1 / mains[mf]["verify_s"]["fair"][0] for mf, _ in measured):
-        return False
-    cheapest = min(d["step_s"]["fair"] for d in drafts.values())
-    bound = max(1.1 * max(tokens_per_step(r, k) for r in measured.values()) / (k * cheapest + fair_curve[k])
-                for k in range(1, k_max + 1))
-    best = max(predict(mains[mf]["verify_s"]["fair"], drafts[df]["step_s"]["fair"], r, k)["speculative_tok_s"]
-               for (mf, df), r in measured.items() for k in range(1, k_max + 1))
-    return bound < best
-
-
-# Configurations predicted within 3 % of the fastest are as fast as calibration can tell
-# (its predictions land 0.9–1.1× the measured): among them the one where speculation
-# does the most work wins, since showing what it buys is this demo's point. The page
-# names the fastest main-alone configuration next to it, so no visitor is misled.
-TIE_MARGIN = 0.03
-
-
-def pick_among_fastest(fitting: Sequence[dict]) -> dict:
-    """The configuration with the largest predicted speedup over its own main model among
-    those within TIE_MARGIN of the fastest (ties keep the faster one)."""
-    fastest_tok_s = max(c["speculative_tok_s"] for c in fitting)
-    near = [c for c in fitting if c["speculative_tok_s"] >= (1 - TIE_MARGIN) * fastest_tok_s]
-    return max(near, key=lambda c: (c["speculative_tok_s"] / c["baseline_tok_s"], c["speculative_tok_s"]))
-
-
-def overhead_ks(k_max: int) -> tuple[int, ...]:
-    """The K a real pipeline is timed at: 1, and the two its overhead line goes through
-    (1, 2, 6 for K up to 8). K=1's own step is kept: on the Zen 4 EPYC it sat 20 % below the
-    line through 2 and 6, which fits K=2..6 within 1 % (scripts/step_by_k.py)."""
-    lo = max(1, k_max // 4)
-    return tuple(sorted({1, lo, max(lo + 1, 3 * k_max // 4)}))
-
-
-def fit_overhead(measured_step_s: dict, predicted_step_s: Callable[[int], float]) -> tuple[float, float]:
-    """(a, b): the line a + b·K through what real steps took beyond the model's step at the
-    two largest K measured."""
-    (k0, m0), (k1, m1) = sorted(measured_step_s.items())[-2:]
-    extra0, extra1 = m0 - predicted_step_s(k0), m1 - predicted_step_s(k1)
-    per_guess = (extra1 - extra0) / (k1 - k0)
-    return extra0 - per_guess * k0, per_guess
-
-
-def pipeline_overhead(pair: tuple, folders: dict, prompts: Sequence[str], max_new_tokens: int,
-                      threads: Optional[int], ks: Sequence[int], predicted_step_s: Callable[[int], float],
-                      one_token_s: float, stop: Optional[threading.Event] = None) -> dict:
-    """What a real speculative pipeline adds to each step beyond the model's K draft
-    steps and one verify step, as a + b·K seconds; and what a real baseline pipeline adds
-    to each token beyond the main model's one-token step `one_token_s`.
-
-    The arena's own pipelines (these threads, greedy) run the (main, draft) `pair` on the
-    calibration prompts, the speculative one at each K of `ks`; the time after the first
-    token over the steps after it (one streamed chunk per step), less the model's step,
-    is the overhead (`extra_s`, per K). For the speculative side a line through the two
-    largest K gives a (per step: scheduling, sampling, the verify's bookkeeping) and b (per
-    guess: the draft's own scheduler step) for the K not timed.
-
-    The raw model leaves all that out; on a Zen 4 EPYC it was about 20 ms a step
-    (int4_sym/gguf K=2: 99 ms real against 79 modelled), so the model preferred small K
-    and fast-stepping formats, and chose K=1 at 0.77× the best."""
-    import gc
-
-    from .pipelines import PairKey, build_side
-    from .settings import GenerationSettings, PipelineOptions
-    from .streaming import BASELINE, SPECULATIVE
-
-    key = PairKey(str(folders[("main", pair[0])]), str(folders[("draft", pair[1])]), "draft",
-                  PipelineOptions(threads=threads))
-
-    def step_s(runner, k_values: Sequence[int]) -> dict:
-        """Seconds per streamed step at each K, the K interleaved prompt by prompt (the box
-        drifts 10-20 % from minute to minute), over rounds of the prompts until each K has
-        OVERHEAD_MIN_S of timed steps (a 32-token answer of a small model is 0.3 s: one
-        run read the baseline 30 % slow), at most OVERHEAD_MAX_ROUNDS rounds."""
-        seconds, steps = dict.fromkeys(k_values, 0.0), dict.fromkeys(k_values, 0)
-        for _ in range(OVERHEAD_MAX_ROUNDS):
-            for text in prompts:
-                for k in k_values:
-                    if stop is not None and stop.is_set():
-                        raise DemoError("Calibration was stopped; nothing was saved.")
-                    run = runner.run(text, GenerationSettings(max_new_tokens=max_new_tokens, assistant_tokens=k),
-                                     lambda chunk: True)
-                    if run.error or len(run.chunks) < 2:
-                        raise DemoError(f"The {runner.side} pipeline on main {pair[0]}, draft {pair[1]} failed "
-                                        f"while calibrating ({run.error or 'no steps'}); check the prepared models.")
-                    seconds[k] += run.chunks[-1].t - run.chunks[0].t
-                    steps[k] += len(run.chunks) - 1
-            if min(seconds.values()) >= OVERHEAD_MIN_S:
-                break
-        return {k: seconds[k] / steps[k] for k in k_values}
-
-    measured = {}
-    for side in (BASELINE, SPECULATIVE):  # one pipeline in memory at a time
-        runner = build_side(key, side, lambda m: None)
-        try:
-            # The pipeline's warm-up ran a 2-token prompt: a real prompt's first run still
-            # compiles kernels for new shapes (it read the first K 10–20 ms a step high).
-            runner.run(prompts[0], GenerationSettings(max_new_tokens=16, assistant_tokens=ks[0]), lambda chunk: True)
-            for k, seconds in step_s(runner, ks if side == SPECULATIVE else ks[:1]).items():
-                measured[(side, k)] = seconds
-        finally:
-            del runner
-            gc.collect()
-    k0 = ks[0]
-    per_step, per_guess = fit_overhead({k: measured[(SPECULATIVE, k)] for k in ks}, predicted_step_s)
-    return {"main_format": pair[0], "draft_format": pair[1],
-            "measured_step_s": {str(k): measured[(SPECULATIVE, k)] for k in ks},
-            "predicted_step_s": {str(k): predicted_step_s(k) for k in ks},
-            "extra_s": {str(k): measured[(SPECULATIVE, k)] - predicted_step_s(k) for k in ks},
-            "per_step_s": per_step, "per_guess_s": per_guess,
-            "baseline_step_s": measured[(BASELINE, k0)], "baseline_overhead_s": measured[(BASELINE, k0)] - one_token_s}
-
-
-def prompt_ids(folder: Path, prompts: Sequence[str]) -> tuple[list[list[int]], int]:
-    """The prompts as the arena feeds them (chat template when the model has one), and the EOS id."""
-    import openvino_genai as og
-
-    tokenizer = og.Tokenizer(str(folder))
-    out = []
-    for text in prompts:
-        if tokenizer.chat_template:
-            text = tokenizer.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True)
-        out.append([int(t) for t in tokenizer.encode(text).input_ids.data[0]])
-    return out, int(tokenizer.get_eos_token_id())
-
-
 # -- the whole calibration ----------------------------------------------------------------
 
 def prepare_candidates(preset, store, main_formats: Sequence[str] = DEFAULT_MAIN_FORMATS,
@@ -480,27 +117,23 @@ def prepare_candidates(preset, store, main_formats: Sequence[str] = DEFAULT_MAIN
     return folders
 
 
-def stages_path(store, preset_name: str, fp: dict) -> Path:
-    return store.cache_dir / "calibration" / f"{preset_name}-{_key(fp)}.stages.json"
-
-
 def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMATS,
               draft_formats: Sequence[str] = DEFAULT_DRAFT_FORMATS, k_max: int = DEFAULT_K_MAX,
               prompts: Optional[Sequence[str]] = None, max_new_tokens: int = DEFAULT_NEW_TOKENS,
               budget: Optional[int] = None, report: Report = lambda m: None,
               stop: Optional[threading.Event] = None, slot=None,
-              stages_module: str = "demo.calibration_stages", plan: Plan = FULL) -> dict:
+              stages_module: str = "demo.calibrate.stages", plan: Plan = FULL) -> dict:
     """Measure `preset` on this machine and save the choice (see the module docstring).
 
-    Every measurement runs in a child process, one stage at a time (demo.calibration_stages):
+    Every measurement runs in a child process, one stage at a time (demo.calibrate.stages):
     `slot(what)` is entered around each stage (the app's admission point, so visitors wait
     one stage at most), a native crash skips its configuration, and a restart resumes from
     the stages saved."""
-    from .bench_prompts import select
-    from .calibration_stages import StageRunner
-    from .memory import budget_bytes, gb
-    from .safety import SafetyRecord
-    from .settings import cpu_cores, race_threads
+    from ..core.bench_prompts import select
+    from ..core.memory import budget_bytes, gb
+    from ..core.settings import cpu_cores, race_threads
+    from ..engine.safety import SafetyRecord
+    from .stages import StageRunner
 
     if preset.draft is None:
         raise DemoError(f"Preset {preset.name!r} has no draft model; there is nothing to calibrate.")
@@ -640,7 +273,7 @@ def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMA
         "candidates": candidates,
         "choice": choice,
         "fastest_alone": {"main_format": alone["main_format"], "baseline_tok_s": alone["baseline_tok_s"]},
-        # Configurations that crashed OpenVINO on this machine, skipped (demo.safety).
+        # Configurations that crashed OpenVINO on this machine, skipped (demo.engine.safety).
         "skipped": stages.skipped(list(folders.values())),
     }
     path = cache_path(store, preset.name, fp)
@@ -776,10 +409,10 @@ def main(argv: Optional[list[str]] = None) -> int:
     args = ap.parse_args(argv)
 
     def body() -> int:
-        from .presets import load_presets
-        from .sources import ModelStore
+        from ..models.presets import load_presets
+        from ..models.sources import ModelStore
 
-        from .bench_prompts import select
+        from ..core.bench_prompts import select
 
         if not 1 <= args.k_max <= 16:
             raise DemoError("--k-max must be from 1 to 16.")
@@ -815,7 +448,7 @@ def main(argv: Optional[list[str]] = None) -> int:
 
 
 def _formats(text: str) -> list[str]:
-    from .formats import FORMATS
+    from ..models.formats import FORMATS
 
     out = [f.strip() for f in text.split(",") if f.strip()]
     bad = [f for f in out if f not in FORMATS]

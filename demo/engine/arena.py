@@ -13,29 +13,23 @@ import re
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator, Optional, Union
+from typing import Callable, ContextManager, Iterator, Optional, Protocol, Union
 
-from . import placement
-from .admission import Admission, Cancelled
-from .errors import DemoError
-from .explain import Explanation, explain
-from .metrics import SideStats, acceptance_rate, equality_verdict, side_stats, speedup
-from .prepare import PreparedPair, prepare_preset
-from .presets import ExportSource, HubSource, PresetFile, load_presets
-from .race import ChunkEvent, DoneEvent, StartEvent, race, sequential
-from .safety import NativeConfig, NativeGuard, SafetyRecord
-from .settings import (
+from ..core import placement
+from ..core.errors import DemoError
+from ..core.explain import Explanation, explain
+from ..core.metrics import SideStats, acceptance_rate, equality_verdict, side_stats, speedup
+from ..core.settings import (
     MAX_PROMPT_CHARS, GenerationSettings, Mode, PipelineOptions, cpu_cores,
 )
-from .sources import ModelStore
-from .streaming import BASELINE, SPECULATIVE
-
-
-@dataclass(frozen=True)
-class StatusEvent:
-    """Something slow is happening before tokens flow (preparing, loading, warming up)."""
-
-    message: str
+from ..core.streaming import BASELINE, SPECULATIVE, ChunkEvent, DoneEvent, StartEvent, StatusEvent
+from ..models.calibration_store import load_cached
+from ..models.prepare import PreparedPair, prepare_preset
+from ..models.presets import ExportSource, HubSource, PresetFile, load_presets
+from ..models.sources import ModelStore
+from .admission import Admission, Cancelled
+from .race import race, sequential
+from .safety import NativeConfig, NativeGuard, SafetyRecord
 
 
 class StartupState:
@@ -55,6 +49,25 @@ class StartupState:
             return self.phase, self.message
 
 
+class Calibrator(Protocol):
+    """Measures this machine once for a preset, for the warm-up (start_background_warmup).
+
+    The engine only calls it; demo.calibrate.launch.LaunchCalibrator implements it and the
+    app hands it in, so the engine never imports the calibration that runs above it.
+    """
+
+    def prepare_candidates(self, preset, store, report: Callable[[str], None]) -> None:
+        """Convert the weight formats the calibration will measure (no quiet machine needed)."""
+
+    def calibrate(self, preset, store, report: Callable[[str], None],
+                  slot: Callable[[str], ContextManager]) -> dict:
+        """Measure and save the choice (demo.models.calibration_store); `slot(what)` is
+        entered around each measuring stage."""
+
+    def summary_lines(self, result: dict) -> list[str]:
+        """The result in a few lines for the terminal."""
+
+
 @dataclass(frozen=True)
 class RaceRequest:
     prompt: str
@@ -65,7 +78,7 @@ class RaceRequest:
     # Threads per pipeline while racing: None = split the cores evenly (the default),
     # 0 = OpenVINO's own default (every pipeline uses every core). For measurements.
     race_threads: Optional[int] = None
-    # Weight formats (demo/formats.py) for pypi/gguf models; None = what models.yaml says
+    # Weight formats (demo/models/formats.py) for pypi/gguf models; None = what models.yaml says
     # (`auto`: this machine's calibrated choice). Both sides always use the same main weights.
     main_format: Optional[str] = None
     draft_format: Optional[str] = None
@@ -209,8 +222,6 @@ class Arena:
         preset = self.presets.get(request.preset)
         if request.mode != "fair" or preset.draft is None:
             return wanted
-        from .calibrate import load_cached
-
         choice = ((load_cached(self.store, preset) or {}).get("choice") or {}).get("fair") or {}
         for role, spec in (("main", preset.main), ("draft", preset.draft)):
             if wanted[f"{role}_format"] is None and getattr(spec, "format", None) == "auto" and choice:
@@ -340,9 +351,9 @@ class Arena:
             stop.set()
 
     def start_background_warmup(self, report: Callable[[str], None] = lambda m: None,
-                                calibrate: bool = False) -> threading.Thread:
-        """Prepare and load the default pair now, not when the first visitor arrives; with
-        `calibrate`, then measure this machine once (demo.calibrate) if it never was.
+                                calibrator: Optional[Calibrator] = None) -> threading.Thread:
+        """Prepare and load the default pair now, not when the first visitor arrives; with a
+        `calibrator`, then measure this machine once with it if it never was.
 
         Progress goes to `report` (the terminal) and to self.startup (the page polls it).
         """
@@ -354,7 +365,7 @@ class Arena:
                 for message in self.load_with_status(request):
                     self.startup.update("preparing", message)
                     report(message)
-                if calibrate and self._calibrate_once(request, report):
+                if calibrator is not None and self._calibrate_once(request, report, calibrator):
                     # The calibrated formats may differ from what loaded before: load them
                     # now, so the first visitor does not wait for it (the pipeline cache evicts
                     # the earlier pair when both do not fit its memory budget).
@@ -377,22 +388,12 @@ class Arena:
         t.start()
         return t
 
-    def _launch_calibration(self) -> dict:
-        """The formats and plan of the calibration a launch runs (calibrate.LAUNCH)."""
-        from . import calibrate
-        from .machine import machine_info
-
-        main, draft = calibrate.launch_formats(machine_info()["isa_flags"])
-        return {"main_formats": main, "draft_formats": draft, "plan": calibrate.LAUNCH}
-
-    def _calibrate_once(self, request: RaceRequest, report: Callable[[str], None]) -> bool:
+    def _calibrate_once(self, request: RaceRequest, report: Callable[[str], None], calibrator: Calibrator) -> bool:
         """Calibrate the default preset on this machine unless a result is cached (True if
         it calibrated now). Each measuring stage takes the CPU in its own admission slot, so
         a race waits one stage at most, seeing why in its status line."""
-        from . import calibrate
-
         preset = self.presets.get(request.preset)
-        if preset.draft is None or calibrate.load_cached(self.store, preset) is not None:
+        if preset.draft is None or load_cached(self.store, preset) is not None:
             return False
         report("calibrating: the default pair is warm and races run now; measuring this machine once before Ready")
 
@@ -404,9 +405,7 @@ class Arena:
         # Converting weights takes minutes and needs no quiet machine: visitors race meanwhile.
         # It starts once the default pair is warm: on 2 cores, a conversion beside the pair's
         # prepare and load delayed the first race.
-        plan = self._launch_calibration()
-        calibrate.prepare_candidates(preset, self.store, plan["main_formats"], plan["draft_formats"],
-                                     report=converting)
+        calibrator.prepare_candidates(preset, self.store, report=converting)
 
         @contextlib.contextmanager
         def slot(what: str):
@@ -421,8 +420,8 @@ class Arena:
             self.startup.update("preparing", f"measuring this machine once (races wait at most one step): {message}")
             report(f"calibrating: {message}")
 
-        result = calibrate.calibrate(preset, self.store, report=step, slot=slot, **plan)
-        for line in calibrate.summary_lines(result):
+        result = calibrator.calibrate(preset, self.store, report=step, slot=slot)
+        for line in calibrator.summary_lines(result):
             report(line)
         # `format: auto` now resolves to the calibrated choice: prepare and load anew.
         for key in [k for k in list(self._prepared) if k[0] == preset.name]:
@@ -430,13 +429,11 @@ class Arena:
         return True
 
     def skipped_configurations(self) -> list[str]:
-        """Sentences for the configurations OpenVINO crashed on here (demo.safety), for the page."""
+        """Sentences for the configurations OpenVINO crashed on here (demo.engine.safety), for the page."""
         return sorted({entry["detail"] for entry in self.guard.record.crashes().values()})
 
     def default_assistant_tokens(self, preset_name: Optional[str], mode: str = "race") -> int:
         """K for a preset: this machine's calibrated choice if it has one, else models.yaml's."""
-        from .calibrate import load_cached
-
         preset = self.presets.get(preset_name)
         result = load_cached(self.store, preset)
         try:
@@ -478,8 +475,6 @@ class Arena:
     def calibration_for(self, request: RaceRequest) -> Optional[dict]:
         """What this machine's calibration (demo.calibrate) says about the request: the
         prediction for its formats, mode and K, and the fastest main-alone configuration."""
-        from .calibrate import load_cached
-
         preset = self.presets.get(request.preset)
         pair = self.prepared(request)
         result = load_cached(self.store, preset)

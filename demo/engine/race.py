@@ -13,12 +13,11 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from dataclasses import dataclass
-from typing import Callable, Iterator, Optional, Protocol, Union
+from typing import Callable, Iterator, Optional, Protocol
 
-from .errors import DemoError
-from .settings import GenerationSettings
-from .streaming import SIDES, Chunk
+from ..core.errors import DemoError
+from ..core.settings import GenerationSettings
+from ..core.streaming import SIDES, Chunk, ChunkEvent, DoneEvent, Event, RunResult, StartEvent
 
 
 class Runner(Protocol):
@@ -29,29 +28,6 @@ class Runner(Protocol):
         """Generate, calling on_start(perf_counter) once generation really begins (after any
         wait for the pipeline) and on_chunk for every step; return a RunResult."""
 
-
-@dataclass(frozen=True)
-class StartEvent:
-    """A side called generate() at time `t` (perf_counter): its clock starts here."""
-
-    side: str
-    t: float
-
-
-@dataclass(frozen=True)
-class ChunkEvent:
-    side: str
-    chunk: Chunk
-    phase: str = "live"  # "live" while generating, "replay" when replaying a fair run
-
-
-@dataclass(frozen=True)
-class DoneEvent:
-    side: str
-    result: object  # pipelines.RunResult (or a test double with the same fields)
-
-
-Event = Union[StartEvent, ChunkEvent, DoneEvent]
 
 def _run_side(runner: Runner, prompt: str, settings: GenerationSettings, stop: threading.Event,
               emit: Callable[[Event], None], phase: str = "live") -> None:
@@ -80,8 +56,6 @@ def _run_side(runner: Runner, prompt: str, settings: GenerationSettings, stop: t
 
 
 def _failed(side: str, started: list, message: str):
-    from .pipelines import RunResult  # local import: RunResult is a plain dataclass
-
     now = time.perf_counter()
     return RunResult(side, start=started[0] if started else now, end=now, error=message)
 

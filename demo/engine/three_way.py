@@ -20,12 +20,12 @@ import threading
 from dataclasses import dataclass, replace
 from typing import Iterator, Optional
 
-from .arena import Arena, RaceRequest, StatusEvent, validate_prompt
-from .errors import DemoError
-from .metrics import SideStats, acceptance_rate, equality_verdict, side_stats
+from ..core.errors import DemoError
+from ..core.metrics import SideStats, acceptance_rate, equality_verdict, side_stats
+from ..core.settings import cpu_cores
+from ..core.streaming import BASELINE, SPECULATIVE, StatusEvent
+from .arena import Arena, RaceRequest, validate_prompt
 from .race import one_by_one
-from .settings import cpu_cores
-from .streaming import BASELINE, SPECULATIVE
 
 LANES = ("baseline", "draft", "lookup")
 METHOD = {"draft": "draft", "lookup": "prompt_lookup"}

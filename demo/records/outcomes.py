@@ -14,11 +14,12 @@ import functools
 from dataclasses import dataclass
 from typing import Optional
 
-from . import recording, three_way
-from .arena import Arena, RaceRequest, validate_prompt
-from .errors import DemoError
+from ..core.errors import DemoError
+from ..core.streaming import BASELINE, SPECULATIVE
+from ..engine import three_way
+from ..engine.arena import Arena, RaceRequest, validate_prompt
+from . import recording
 from .scoreboard import Scoreboard, ScoreboardError, prompt_class, race_record
-from .streaming import BASELINE, SPECULATIVE
 
 
 @dataclass(frozen=True)
@@ -30,15 +31,15 @@ class Outcome:
 
 @functools.lru_cache(maxsize=1)
 def machine() -> dict:
-    """This machine: CPU model, ISA flags, cores (demo.machine.machine_info, read once)."""
-    from .machine import machine_info
+    """This machine: CPU model, ISA flags, cores (demo.core.machine.machine_info, read once)."""
+    from ..core.machine import machine_info
 
     return machine_info()
 
 
 @functools.lru_cache(maxsize=1)
 def library_versions() -> dict:
-    from .bench import versions
+    from ..core.machine import versions
 
     return versions()
 

@@ -11,7 +11,7 @@ ratio within that repeat (paired), so slow phases of a noisy machine hit both si
 
 Modes: sequential (also called fair: each pipeline alone with all cores, the honest ratio)
 and race (both at once, the cores split evenly, what the live page shows).
-Numbers are wall-clock from generate() to each token (demo.metrics); accepted and drafted
+Numbers are wall-clock from generate() to each token (demo.core.metrics); accepted and drafted
 tokens are OpenVINO's own counts. The table goes to stdout, the progress bar to stderr,
 every raw sample to --json, and a plot to --plot.
 """
@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import sys
 import threading
@@ -30,12 +29,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Optional, Sequence
 
-from .bench_prompts import CLASSES, BenchPrompt, select
-from .errors import DemoError, run_command
-from .machine import machine_info
-from .metrics import acceptance_rate, equality_verdict, side_stats, speedup
-from .settings import GenerationSettings, PipelineOptions, cpu_cores, race_threads
-from .streaming import BASELINE, SPECULATIVE
+from ..core.bench_prompts import CLASSES, BenchPrompt, select
+from ..core.errors import DemoError, run_command
+from ..core.machine import machine_info, versions
+from ..core.metrics import acceptance_rate, equality_verdict, side_stats, speedup
+from ..core.settings import GenerationSettings, PipelineOptions, cpu_cores, race_threads
+from ..core.streaming import BASELINE, SPECULATIVE
 
 MODES = ("sequential", "race")
 MODE_ALIASES = {"sequential": "sequential", "fair": "sequential", "race": "race"}
@@ -70,7 +69,7 @@ def parse_formats(text: Optional[str]) -> Optional[list[tuple[Optional[str], Opt
     """'int8/gguf,f16/int8' -> [("int8", "gguf"), ("f16", "int8")] (main/draft weight formats)."""
     if text is None:
         return None
-    from .formats import FORMATS
+    from ..models.formats import FORMATS
 
     out = []
     for item in (x.strip() for x in text.split(",") if x.strip()):
@@ -122,7 +121,7 @@ def run_bench(
     only one pipeline pair loaded at a time. Setting `stop`, or Ctrl-C, ends the
     measurement early: the result then holds what was measured and "interrupted": True.
     """
-    from .arena import how_it_ran, threads_for
+    from ..engine.arena import how_it_ran, threads_for
 
     started = time.time()
     modes = _normalize_modes(modes)
@@ -188,7 +187,7 @@ def run_bench(
     def report(message: str) -> None:
         progress(done, total, message)
 
-    from .memory import rss_bytes
+    from ..core.memory import rss_bytes
 
     result["weights"] = {}
     try:
@@ -263,10 +262,10 @@ def run_bench(
 
 
 def _make_arena(models: Optional[Path], cache_dir: Optional[Path]):
-    from .arena import Arena
-    from .pipelines import PipelineCache
-    from .presets import load_presets
-    from .sources import ModelStore
+    from ..engine.arena import Arena
+    from ..engine.pipelines import PipelineCache
+    from ..models.presets import load_presets
+    from ..models.sources import ModelStore
 
     # One pair in memory at a time: the bench loads each (mode, method) once, in order.
     return Arena(load_presets(models), ModelStore(cache_dir), PipelineCache(max_pairs=1))
@@ -274,7 +273,7 @@ def _make_arena(models: Optional[Path], cache_dir: Optional[Path]):
 
 def _request(preset: str, mode: str, method: str, k: int, max_new_tokens: int, options: PipelineOptions,
              race_thread_count: Optional[int] = None, formats: tuple = (None, None)):
-    from .arena import RaceRequest
+    from ..engine.arena import RaceRequest
 
     settings = GenerationSettings(max_new_tokens=max_new_tokens, method=method, assistant_tokens=k)
     # The engine calls the sequential mode "fair"; Arena.runners picks the threads from it.
@@ -286,7 +285,8 @@ def _request(preset: str, mode: str, method: str, k: int, max_new_tokens: int, o
 def _measure(runners: dict, mode: str, prompt: str, settings: GenerationSettings,
              stop: threading.Event) -> dict:
     """Run both sides once (alone one after the other, or at once); return side → RunResult."""
-    from .race import DoneEvent, race, sequential
+    from ..core.streaming import DoneEvent
+    from ..engine.race import race, sequential
 
     if stop.is_set():
         raise _Stopped
@@ -404,22 +404,6 @@ def aggregate(samples: list[dict]) -> list[dict]:
             },
         })
     return out
-
-
-# -- machine and versions --------------------------------------------------------------------
-
-def versions() -> dict:
-    from . import __version__
-
-    found = {"python": platform.python_version(), "demo": __version__}
-    for name in ("openvino", "openvino_genai", "openvino_tokenizers"):
-        try:
-            module = __import__(name)
-            get = getattr(module, "get_version", None)
-            found[name] = get() if callable(get) else getattr(module, "__version__", None)
-        except Exception:  # not installed, or broken: record it as missing
-            found[name] = None
-    return found
 
 
 def _iso(t: float) -> str:

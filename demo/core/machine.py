@@ -1,5 +1,5 @@
-"""This machine's facts: CPU model, ISA flags, cores, memory, and the fingerprint that keys
-what was measured or proven here (calibration, the native safety record)."""
+"""This machine's facts: CPU model, ISA flags, cores, memory, library versions, and the
+fingerprint that keys what was measured or proven here (calibration, the native safety record)."""
 
 from __future__ import annotations
 
@@ -66,3 +66,19 @@ def fingerprint() -> tuple:
 def fingerprint_key() -> str:
     """A short name for this machine's fingerprint, for file names."""
     return hashlib.sha256(json.dumps(fingerprint(), sort_keys=True).encode()).hexdigest()[:12]
+
+
+def versions() -> dict:
+    """The versions a measurement or a recording depends on: Python, this demo, OpenVINO's
+    libraries (None for one that is missing or broken)."""
+    from .. import __version__
+
+    found = {"python": platform.python_version(), "demo": __version__}
+    for name in ("openvino", "openvino_genai", "openvino_tokenizers"):
+        try:
+            module = __import__(name)
+            get = getattr(module, "get_version", None)
+            found[name] = get() if callable(get) else getattr(module, "__version__", None)
+        except Exception:  # not installed, or broken: record it as missing
+            found[name] = None
+    return found

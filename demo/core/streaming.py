@@ -1,4 +1,5 @@
-"""Chunks: what one main-model step adds to the output, with its timestamp.
+"""Chunks: what one main-model step adds to the output, with its timestamp; and what a run
+streams to every layer above the engine: RunResult (one side's run) and the events.
 
 On OpenVINO GenAI's continuous-batching backend (used for speculative decoding) every
 step's new tokens reach the streamer together: one verify step of the main model shows up
@@ -8,8 +9,8 @@ speculative decoding buys, and the page shows it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Callable, Optional, Sequence, Union
 
 BASELINE = "baseline"
 SPECULATIVE = "speculative"
@@ -32,6 +33,71 @@ class Chunk:
         correction, or the bonus token when every guess was accepted).
         """
         return len(self.token_ids) - 1 if self.side == SPECULATIVE else 0
+
+
+@dataclass
+class RunResult:
+    """One side's finished (or stopped, or failed) run."""
+
+    side: str
+    start: float
+    end: float
+    chunks: list[Chunk] = field(default_factory=list)
+    cancelled: bool = False
+    error: Optional[str] = None
+    # Figures OpenVINO itself reports (perf_metrics / extended_perf_metrics); None when absent.
+    ov_generated_tokens: Optional[int] = None
+    ov_ttft_ms: Optional[float] = None
+    ov_tpot_ms: Optional[float] = None
+    ov_accepted_tokens: Optional[int] = None
+    ov_draft_tokens: Optional[int] = None
+    # Where the time went, from OpenVINO's own timers (ms): the main model's forward passes
+    # (for the speculative side: verifying), the draft's (drafting), and the main model's
+    # calls (prefill included), which with the tokens gives the cost of one verify step.
+    ov_main_infer_ms: Optional[float] = None
+    ov_draft_infer_ms: Optional[float] = None
+    ov_main_calls: Optional[int] = None
+    # Where this side ran when it is not this process (demo.serve: "host (node 1a2b3c4d), 1 thread").
+    ran_on: Optional[str] = None
+
+    @property
+    def token_ids(self) -> list[int]:
+        return [t for c in self.chunks for t in c.token_ids]
+
+    @property
+    def text(self) -> str:
+        return "".join(c.text for c in self.chunks)
+
+
+@dataclass(frozen=True)
+class StartEvent:
+    """A side called generate() at time `t` (perf_counter): its clock starts here."""
+
+    side: str
+    t: float
+
+
+@dataclass(frozen=True)
+class ChunkEvent:
+    side: str
+    chunk: Chunk
+    phase: str = "live"  # "live" while generating, "replay" when replaying a fair run
+
+
+@dataclass(frozen=True)
+class DoneEvent:
+    side: str
+    result: object  # RunResult (or a test double with the same fields)
+
+
+Event = Union[StartEvent, ChunkEvent, DoneEvent]
+
+
+@dataclass(frozen=True)
+class StatusEvent:
+    """Something slow is happening before tokens flow (preparing, loading, warming up)."""
+
+    message: str
 
 
 class IncrementalDetokenizer:

@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Optional, Sequence
 
-from .errors import DemoError
+from ..core.errors import DemoError
 
 FILE_NAME = "scoreboard.sqlite"
 SCHEMA_VERSION = 1
@@ -306,8 +306,8 @@ class _Connection:
 def race_record(*, preset: str, method: str, mode: str, prompt: str, prompt_class: str, baseline, speculative,
                 settings, main_format: Optional[str] = None, draft_format: Optional[str] = None,
                 machine: Optional[dict] = None) -> RaceRecord:
-    """One row from a finished race's two RunResults (demo.pipelines) and its settings."""
-    from .metrics import acceptance_rate, equality_verdict, side_stats, speedup
+    """One row from a finished race's two RunResults (demo.core.streaming) and its settings."""
+    from ..core.metrics import acceptance_rate, equality_verdict, side_stats, speedup
 
     b = side_stats(baseline.chunks, baseline.start, baseline.end)
     s = side_stats(speculative.chunks, speculative.start, speculative.end)

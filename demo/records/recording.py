@@ -3,7 +3,7 @@
 A recording holds both streams (three for a three-way race) step by step: each step's
 offset from its own side's start, its token ids, its text and the part of it the draft
 (or prompt lookup) guessed; plus the settings, the weight formats, the machine, the
-library versions and the date. Replaying it (demo.race.replay over `to_results`) shows
+library versions and the date. Replaying it (demo.engine.race.replay over `to_results`) shows
 the race at the pace it really had, so a booth can show a race on a laptop whose models
 are not prepared yet, and a visitor can take a race home.
 
@@ -13,7 +13,7 @@ must agree (a lane's token count is its steps' token ids, offsets never go back 
 accepted text is a prefix of its step's text), and rendered by the same escaping
 renderers as live output. Every problem is one sentence that says what to do.
 
-Pure engine code: no Gradio, no OpenVINO (the versions are asked of demo.bench).
+Pure engine code: no Gradio, no OpenVINO (the versions are asked of demo.core.machine).
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from typing import Annotated, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from .errors import DemoError
-from .settings import MAX_NEW_TOKENS_LIMIT, MAX_PROMPT_CHARS
+from ..core.errors import DemoError
+from ..core.settings import MAX_NEW_TOKENS_LIMIT, MAX_PROMPT_CHARS
 
 FORMAT = "speculative-arena-recording"
 VERSION = 1
@@ -34,7 +34,7 @@ MAX_BYTES = 2 * 1024 * 1024     # a 1,024-token race is about 100 kB
 MAX_SECONDS = 900.0             # a replay never runs longer than this
 MAX_STEP_TOKENS = 64            # K is at most 32 on the page; a step is K accepted + 1
 MAX_STEP_CHARS = 4_000
-RECORDINGS_DIR = Path(__file__).resolve().parent.parent / "recordings"
+RECORDINGS_DIR = Path(__file__).resolve().parents[2] / "recordings"
 
 RACE_LANES = ("baseline", "speculative")
 THREE_WAY_LANES = ("baseline", "draft", "lookup")
@@ -160,10 +160,9 @@ def from_results(results: dict, *, kind: str, mode: str, preset: str, settings, 
                  how: str = "", exact: bool = False, main_format: Optional[str] = None,
                  draft_format: Optional[str] = None, machine: Optional[dict] = None,
                  versions: Optional[dict] = None, recorded_at: Optional[str] = None) -> Recording:
-    """A recording of a finished race: `results` maps lane -> RunResult (demo.pipelines):
+    """A recording of a finished race: `results` maps lane -> RunResult (demo.core.streaming):
     baseline and speculative for a race, baseline, draft and lookup for a three-way race."""
-    from .bench import versions as library_versions
-    from .machine import machine_info
+    from ..core.machine import machine_info, versions as library_versions
 
     lanes = []
     for name in RACE_LANES if kind == "race" else THREE_WAY_LANES:
@@ -296,9 +295,8 @@ def _mb(n: int) -> str:
 # -- replaying -------------------------------------------------------------------------------
 
 def to_results(rec: Recording) -> dict:
-    """lane -> RunResult with each step at its recorded offset (start = 0), for demo.race.replay."""
-    from .pipelines import RunResult
-    from .streaming import BASELINE, SPECULATIVE, Chunk
+    """lane -> RunResult with each step at its recorded offset (start = 0), for demo.engine.race.replay."""
+    from ..core.streaming import BASELINE, SPECULATIVE, Chunk, RunResult
 
     out = {}
     for lane in rec.lanes:
@@ -311,17 +309,17 @@ def to_results(rec: Recording) -> dict:
 
 
 def summarize(rec: Recording):
-    """The verdict the page shows after the replay: demo.arena.Summary for a race,
-    demo.three_way.ThreeWaySummary for a three-way race; `how` says where it was recorded."""
+    """The verdict the page shows after the replay: demo.engine.arena.Summary for a race,
+    demo.engine.three_way.ThreeWaySummary for a three-way race; `how` says where it was recorded."""
     results = to_results(rec)
     how = f"{rec.how} (recorded on {machine_label(rec)}, {date_label(rec)})" if rec.how else \
         f"recorded on {machine_label(rec)}, {date_label(rec)}"
     if rec.kind == "three-way":
-        from .three_way import summarize as three_way_summary
+        from ..engine.three_way import summarize as three_way_summary
 
         return three_way_summary(results, how)
-    from .arena import Summary
-    from .metrics import acceptance_rate, equality_verdict, side_stats, speedup
+    from ..core.metrics import acceptance_rate, equality_verdict, side_stats, speedup
+    from ..engine.arena import Summary
 
     base, spec = results["baseline"], results["speculative"]
     b, s = side_stats(base.chunks, base.start, base.end), side_stats(spec.chunks, spec.start, spec.end)

@@ -1,0 +1,217 @@
+"""Calibration's measurements on this machine: the cost of a main-model step of M tokens,
+a draft step, the main model's greedy answers and the draft's guesses along them, and what a
+real pipeline adds to each step. These run in the stage children (demo.calibrate.stages);
+the arithmetic that turns them into predictions is demo.calibrate.cost_model.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Callable, Optional, Sequence
+
+from ..core.errors import DemoError
+from ..engine.stateful import StatefulModel
+from .cost_model import fit_overhead
+
+PREFIX_TOKENS = 100
+REPEATS = 5
+# A draft step is short (20 ms) and speculation pays K of them per step: 5 samples read
+# it 35 % high once (26 against 19.5 ms), which pushed the choice towards K=1. 20 cost < 1 s.
+DRAFT_REPEATS = 20
+# A real pipeline's steps are timed for at least this long per K (production prompts take
+# longer than that in one round; the test fixture's short answers repeat).
+OVERHEAD_MIN_S = 2.0
+OVERHEAD_MAX_ROUNDS = 10
+
+
+def others_busy(seconds: float = 1.0) -> Optional[float]:
+    """Share of all cores that other processes kept busy over `seconds` (Linux), or None.
+
+    Not the load average: right after this process converted weights that still reads
+    high, although the machine is quiet for the measurement about to start.
+    """
+    def sample():
+        with open("/proc/stat") as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+        with open("/proc/self/stat") as f:
+            own = f.read().rsplit(")", 1)[1].split()
+        return sum(fields), fields[3] + fields[4], int(own[11]) + int(own[12])  # total, idle+iowait, utime+stime
+
+    try:
+        total0, idle0, own0 = sample()
+        time.sleep(seconds)
+        total1, idle1, own1 = sample()
+    except (OSError, ValueError, IndexError):
+        return None
+    elapsed = total1 - total0
+    return max(0.0, (elapsed - (idle1 - idle0) - (own1 - own0)) / elapsed) if elapsed else None
+
+
+def step_costs(model: StatefulModel, ms: Sequence[int], repeats: int = REPEATS) -> list[float]:
+    """Seconds of one forward step of M new tokens after a prefix of PREFIX_TOKENS or a few
+    more, for each M in `ms` (a list in that order): the fastest of `repeats` rounds.
+
+    Each round starts from a fresh state, feeds the prefix, then steps of every M in a
+    shuffled order, each M twice in a row and only the second timed: a pipeline repeats
+    one shape step after step (K+1 tokens to verify, 1 to decode), and the CPU plugin's
+    first step after a change of shape costs more. The past grows by at most
+    2·sum(ms) tokens, which barely moves the cost. Rounds go over all M in turn, so a
+    burst of other work on a shared box spoils one sample of every M, not every sample
+    of one M.
+    """
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    prefix = rng.integers(100, 5000, size=(1, PREFIX_TOKENS))
+    inputs = {m: rng.integers(100, 5000, size=(1, m)) for m in ms}
+    best = {m: float("inf") for m in ms}
+    for round_ in range(repeats + 1):  # round 0 compiles each new shape's kernels: dropped
+        model.request.reset_state()
+        model.feed(prefix, 0)
+        past = PREFIX_TOKENS
+        for m in rng.permutation(list(ms)).tolist():
+            model.feed(inputs[m], past)
+            t0 = time.perf_counter()
+            model.feed(inputs[m], past + m)
+            elapsed = time.perf_counter() - t0
+            past += 2 * m
+            # The minimum, not the median: on a shared box other work only ever adds time.
+            if round_:
+                best[m] = min(best[m], elapsed)
+    return [best[m] for m in ms]
+
+
+def sparse_points(ms: Sequence[int]) -> list[int]:
+    """The step sizes measured on a sparse curve: the three smallest, the middle one and the
+    largest (1, 2, 3, 5, 9 for K up to 8)."""
+    ms = sorted(ms)
+    return sorted(set(ms[:3] + [ms[len(ms) // 2]] + ms[-1:]))
+
+
+def curve_costs(model: StatefulModel, ms: Sequence[int], sparse: bool = False, repeats: int = REPEATS) -> list[float]:
+    """step_costs for every M in `ms`; `sparse` measures only sparse_points(ms) and
+    interpolates linearly between them. Race-mode curves (one thread per pipeline, so
+    slower steps) are sparse: the curve is smooth there, and a first launch should not
+    spend a minute per format on them."""
+    import numpy as np
+
+    if not sparse:
+        return step_costs(model, ms, repeats)
+    points = sparse_points(ms)
+    costs = step_costs(model, points, repeats)
+    return [float(x) for x in np.interp(ms, points, costs)]
+
+
+def greedy_answer(model: StatefulModel, prompt_ids: Sequence[int], max_new_tokens: int, eos: int,
+                  stop: Optional[threading.Event] = None) -> tuple[list[int], list[float]]:
+    """The main model's greedy answer (what every K of speculative decoding must produce),
+    and the seconds each decoding step after the prompt took."""
+    model.request.reset_state()
+    logits = model.feed([list(prompt_ids)], 0)
+    answer, seconds = [int(logits[0, -1].argmax())], []
+    while len(answer) < max_new_tokens and answer[-1] != eos and not (stop and stop.is_set()):
+        t0 = time.perf_counter()
+        logits = model.feed([[answer[-1]]], len(prompt_ids) + len(answer) - 1)
+        seconds.append(time.perf_counter() - t0)
+        answer.append(int(logits[0, -1].argmax()))
+    return answer, seconds
+
+
+def draft_guesses(model: StatefulModel, prompt_ids: Sequence[int], answer: Sequence[int]) -> list[int]:
+    """What the draft would guess for each token of `answer`, given everything before it.
+
+    One pass over prompt + answer (teacher forcing). With greedy decoding this is exactly
+    what speculative decoding asks of the draft: a step starting at answer[p] guesses
+    answer[p], then — only if that guess was right, so the context is the same — answer[p+1], …
+    """
+    model.request.reset_state()
+    logits = model.feed([list(prompt_ids) + list(answer[:-1])], 0)
+    if logits.shape[1] != len(prompt_ids) + len(answer) - 1:
+        raise DemoError("The draft model returns logits for the last position only; calibration "
+                        "needs every position's (export it without logits slicing).")
+    return [int(x) for x in logits[0, len(prompt_ids) - 1:].argmax(-1)]
+
+
+def pipeline_overhead(pair: tuple, folders: dict, prompts: Sequence[str], max_new_tokens: int,
+                      threads: Optional[int], ks: Sequence[int], predicted_step_s: Callable[[int], float],
+                      one_token_s: float, stop: Optional[threading.Event] = None) -> dict:
+    """What a real speculative pipeline adds to each step beyond the model's K draft
+    steps and one verify step, as a + b·K seconds; and what a real baseline pipeline adds
+    to each token beyond the main model's one-token step `one_token_s`.
+
+    The arena's own pipelines (these threads, greedy) run the (main, draft) `pair` on the
+    calibration prompts, the speculative one at each K of `ks`; the time after the first
+    token over the steps after it (one streamed chunk per step), less the model's step,
+    is the overhead (`extra_s`, per K). For the speculative side a line through the two
+    largest K gives a (per step: scheduling, sampling, the verify's bookkeeping) and b (per
+    guess: the draft's own scheduler step) for the K not timed.
+
+    The raw model leaves all that out; on a Zen 4 EPYC it was about 20 ms a step
+    (int4_sym/gguf K=2: 99 ms real against 79 modelled), so the model preferred small K
+    and fast-stepping formats, and chose K=1 at 0.77× the best."""
+    import gc
+
+    from ..core.settings import GenerationSettings, PipelineOptions
+    from ..core.streaming import BASELINE, SPECULATIVE
+    from ..engine.pipelines import PairKey, build_side
+
+    key = PairKey(str(folders[("main", pair[0])]), str(folders[("draft", pair[1])]), "draft",
+                  PipelineOptions(threads=threads))
+
+    def step_s(runner, k_values: Sequence[int]) -> dict:
+        """Seconds per streamed step at each K, the K interleaved prompt by prompt (the box
+        drifts 10-20 % from minute to minute), over rounds of the prompts until each K has
+        OVERHEAD_MIN_S of timed steps (a 32-token answer of a small model is 0.3 s: one
+        run read the baseline 30 % slow), at most OVERHEAD_MAX_ROUNDS rounds."""
+        seconds, steps = dict.fromkeys(k_values, 0.0), dict.fromkeys(k_values, 0)
+        for _ in range(OVERHEAD_MAX_ROUNDS):
+            for text in prompts:
+                for k in k_values:
+                    if stop is not None and stop.is_set():
+                        raise DemoError("Calibration was stopped; nothing was saved.")
+                    run = runner.run(text, GenerationSettings(max_new_tokens=max_new_tokens, assistant_tokens=k),
+                                     lambda chunk: True)
+                    if run.error or len(run.chunks) < 2:
+                        raise DemoError(f"The {runner.side} pipeline on main {pair[0]}, draft {pair[1]} failed "
+                                        f"while calibrating ({run.error or 'no steps'}); check the prepared models.")
+                    seconds[k] += run.chunks[-1].t - run.chunks[0].t
+                    steps[k] += len(run.chunks) - 1
+            if min(seconds.values()) >= OVERHEAD_MIN_S:
+                break
+        return {k: seconds[k] / steps[k] for k in k_values}
+
+    measured = {}
+    for side in (BASELINE, SPECULATIVE):  # one pipeline in memory at a time
+        runner = build_side(key, side, lambda m: None)
+        try:
+            # The pipeline's warm-up ran a 2-token prompt: a real prompt's first run still
+            # compiles kernels for new shapes (it read the first K 10–20 ms a step high).
+            runner.run(prompts[0], GenerationSettings(max_new_tokens=16, assistant_tokens=ks[0]), lambda chunk: True)
+            for k, seconds in step_s(runner, ks if side == SPECULATIVE else ks[:1]).items():
+                measured[(side, k)] = seconds
+        finally:
+            del runner
+            gc.collect()
+    k0 = ks[0]
+    per_step, per_guess = fit_overhead({k: measured[(SPECULATIVE, k)] for k in ks}, predicted_step_s)
+    return {"main_format": pair[0], "draft_format": pair[1],
+            "measured_step_s": {str(k): measured[(SPECULATIVE, k)] for k in ks},
+            "predicted_step_s": {str(k): predicted_step_s(k) for k in ks},
+            "extra_s": {str(k): measured[(SPECULATIVE, k)] - predicted_step_s(k) for k in ks},
+            "per_step_s": per_step, "per_guess_s": per_guess,
+            "baseline_step_s": measured[(BASELINE, k0)], "baseline_overhead_s": measured[(BASELINE, k0)] - one_token_s}
+
+
+def prompt_ids(folder: Path, prompts: Sequence[str]) -> tuple[list[list[int]], int]:
+    """The prompts as the arena feeds them (chat template when the model has one), and the EOS id."""
+    import openvino_genai as og
+
+    tokenizer = og.Tokenizer(str(folder))
+    out = []
+    for text in prompts:
+        if tokenizer.chat_template:
+            text = tokenizer.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True)
+        out.append([int(t) for t in tokenizer.encode(text).input_ids.data[0]])
+    return out, int(tokenizer.get_eos_token_id())

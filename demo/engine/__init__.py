@@ -1,0 +1,14 @@
+"""The engine: OpenVINO pipelines raced side by side behind one front door, no UI.
+
+Layers above use arena.Arena (and RaceRequest, StatusEvent, Summary), race's events and
+three_way; the rest is the engine's own.
+
+  arena.py       the front door: presets + prepared models + pipelines + race, and the
+                 Calibrator protocol the app's launch calibration implements
+  pipelines.py   OpenVINO GenAI pipelines, streaming, warm-up, the byte-budgeted cache
+  race.py        race / fair (sequential) / one-by-one / replay over any runner (pure logic)
+  admission.py   the one admission point: one heavy job at a time, in order
+  three_way.py   baseline vs draft model vs prompt lookup
+  safety.py      what runs on this machine (model × threads): the record and the smoke test
+  stateful.py    one compiled stateful IR driven directly (calibration's timing, the smoke test)
+"""

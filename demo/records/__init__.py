@@ -1,0 +1,6 @@
+"""Records: what finished races leave behind, for the page and the command line.
+
+  scoreboard.py  SQLite record of every finished race
+  recording.py   race recordings: schema, validation, replay data (python -m demo.record makes them)
+  outcomes.py    a finished race's scoreboard row and recording
+"""

@@ -1,0 +1,253 @@
+"""demo/ imports only downward: every import in every module, at module level or inside a
+function, names a module of its own layer or of a layer below (demo/__init__.py states the
+rule), and no modules import each other around a loop, inside a layer either. Read from the
+source with ast, nothing is imported, so a run costs milliseconds and an import hidden in a
+function counts as much as one at the top.
+
+Also: every child-process target and `python -m` module named in a string ("module:function",
+as demo.core.isolation runs them) exists, since moving a module breaks those silently.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator, Optional
+
+import pytest
+
+DEMO = Path(__file__).resolve().parent.parent / "demo"
+
+# Lowest first. A module may import from its own layer and from any layer of a lower rank;
+# layers of the same rank (calibrate, records) are independent of each other.
+LAYERS: dict[str, int] = {
+    "core": 0,       # errors, settings, machine facts, memory, chunks, metrics, child processes
+    "models": 1,     # presets, weight formats, the model store, the calibration read side
+    "engine": 2,     # pipelines, the race, admission, the native safety record, the Arena front door
+    "calibrate": 3,  # measuring this machine (python -m demo.calibrate), the doctor's checks
+    "records": 3,    # the scoreboard, recordings, what a finished race leaves behind
+    "bench": 4,      # the benchmark (python -m demo.bench)
+    "web": 5,        # the Gradio page
+    "serve": 6,      # the page and pipelines on a Ray Serve cluster
+    "commands": 7,   # demo/<name>.py command modules and every package's __main__
+}
+ROOT_PACKAGE = "demo"  # demo/__init__.py: __version__ only; anyone may read it, it imports nothing
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(DEMO.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {module_name(p): p for p in sorted(DEMO.rglob("*.py"))}
+
+
+def layer_of(module: str) -> Optional[str]:
+    """The layer a demo module belongs to; None for one that has no place (a test failure)."""
+    parts = module.split(".")
+    if module == ROOT_PACKAGE:
+        return ROOT_PACKAGE
+    if parts[-1] == "__main__" or (len(parts) == 2 and module in MODULES and MODULES[module].name != "__init__.py"):
+        return "commands"  # demo/cli.py, demo/prepare.py, …, and demo/<package>/__main__.py
+    return parts[1] if parts[1] in LAYERS else None
+
+
+def rank(layer: str) -> int:
+    return -1 if layer == ROOT_PACKAGE else LAYERS[layer]
+
+
+def target(module: str) -> str:
+    """The demo module an imported name lives in: the longest prefix that is a module."""
+    parts = module.split(".")
+    for n in range(len(parts), 0, -1):
+        if ".".join(parts[:n]) in MODULES:
+            return ".".join(parts[:n])
+    return module
+
+
+@dataclass(frozen=True)
+class Import:
+    path: Path
+    line: int
+    importer: str
+    imported: str
+    type_only: bool  # under `if TYPE_CHECKING:`: never runs
+
+
+def _type_checking_lines(tree: ast.AST) -> set[int]:
+    lines = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            for inner in node.body:
+                lines.update(range(inner.lineno, (inner.end_lineno or inner.lineno) + 1))
+    return lines
+
+
+def imports(path: Path, source: str) -> Iterator[Import]:
+    """Every demo module the module at `path` (its text: `source`) imports, wherever the
+    import statement is."""
+    importer = module_name(path)
+    package = importer if path.name == "__init__.py" else importer.rpartition(".")[0]
+    tree = ast.parse(source, str(path))
+    type_only = _type_checking_lines(tree)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                module = ".".join(base + ([node.module] if node.module else []))
+            else:
+                module = node.module or ""
+            # `from pkg import name`: name may be a submodule (its own layer) or an attribute.
+            names = [f"{module}.{a.name}" for a in node.names]
+        else:
+            continue
+        for name in names:
+            if name == ROOT_PACKAGE or name.startswith(ROOT_PACKAGE + "."):
+                yield Import(path, node.lineno, importer, target(name), node.lineno in type_only)
+
+
+def violations(sources: dict[Path, str]) -> list[str]:
+    """One sentence per import that goes up or sideways: file:line, both modules, both layers."""
+    found = []
+    for path, source in sources.items():
+        for imp in imports(path, source):
+            mine, theirs = layer_of(imp.importer), layer_of(imp.imported)
+            where = f"{path.relative_to(DEMO.parent)}:{imp.line}"
+            if mine is None or theirs is None:
+                continue  # test_every_module_has_a_layer names it
+            if mine == theirs or rank(theirs) < rank(mine):
+                continue
+            if mine == ROOT_PACKAGE:
+                found.append(f"{where}: demo/__init__.py imports {imp.imported}; it must import nothing")
+                continue
+            kind = "a sibling layer" if rank(theirs) == rank(mine) else "a higher layer"
+            found.append(f"{where}: {imp.importer} (layer {mine}) imports {imp.imported} (layer {theirs}), "
+                         f"{kind}; move the code down or pass it in from above")
+    return found
+
+
+def test_every_module_has_a_layer():
+    unplaced = [f"{p.relative_to(DEMO.parent)}" for m, p in MODULES.items() if layer_of(m) is None]
+    assert not unplaced, ("modules outside every layer (put them in a layer's package, or make them a "
+                          f"command module directly under demo/): {unplaced}")
+
+
+def test_imports_only_go_down():
+    found = violations({p: p.read_text(encoding="utf-8") for p in MODULES.values()})
+    assert not found, "imports that go up or sideways:\n  " + "\n  ".join(found)
+
+
+def test_the_check_sees_an_upward_import_inside_a_function():
+    """The rule itself is checked on planted modules: a function-level relative import of the
+    engine from core, an absolute import of the page from models, and an import between the
+    sibling layers are each reported with file:line and both layers; a downward one is not."""
+    planted = {
+        DEMO / "core" / "planted.py": "def f():\n    from ..engine import arena\n",
+        DEMO / "models" / "planted.py": "import demo.web.ui\n",
+        DEMO / "records" / "planted.py": "x = 1\nfrom demo.calibrate import calibration\n",
+        DEMO / "web" / "planted.py": "from ..engine.arena import Arena\nfrom . import render\n",
+    }
+    found = violations(planted)
+    assert len(found) == 3, found
+    assert found[0] == ("demo/core/planted.py:2: demo.core.planted (layer core) imports demo.engine.arena "
+                        "(layer engine), a higher layer; move the code down or pass it in from above")
+    assert found[1].startswith("demo/models/planted.py:1: demo.models.planted (layer models) imports "
+                               "demo.web.ui (layer web), a higher layer")
+    assert found[2].startswith("demo/records/planted.py:2: demo.records.planted (layer records) imports "
+                               "demo.calibrate.calibration (layer calibrate), a sibling layer")
+
+
+def test_demo_init_states_the_same_order():
+    """The order written in demo/__init__.py is the one this test enforces."""
+    doc = ast.get_docstring(ast.parse((DEMO / "__init__.py").read_text(encoding="utf-8"))) or ""
+    line = next((l for l in doc.splitlines() if l.strip().startswith("core <")), "")
+    stated = [re.findall(r"\w+", part) for part in line.split("<")]
+    expected = [sorted(n for n, r in LAYERS.items() if r == rank) for rank in sorted(set(LAYERS.values()))]
+    assert [sorted(s) for s in stated] == expected, f"demo/__init__.py says {line.strip()!r}"
+
+
+def cycles(sources: dict[Path, str]) -> list[list[str]]:
+    """Groups of modules that import each other, directly or around a loop (imports under
+    `if TYPE_CHECKING:` do not run, so they do not count)."""
+    graph: dict[str, set[str]] = {module_name(p): set() for p in sources}
+    for path, source in sources.items():
+        for imp in imports(path, source):
+            if not imp.type_only and imp.imported != imp.importer:
+                graph[imp.importer].add(imp.imported)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:  # Tarjan's strongly connected components
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_import_cycles_inside_a_layer_either():
+    found = cycles({p: p.read_text(encoding="utf-8") for p in MODULES.values()})
+    assert not found, f"modules that import each other (inside functions too): {found}"
+
+
+def test_the_cycle_check_sees_a_cycle_held_together_by_a_function_level_import():
+    planted = {
+        DEMO / "engine" / "planted_a.py": "from . import planted_b\n",
+        DEMO / "engine" / "planted_b.py": "def f():\n    from .planted_a import g\n",
+        DEMO / "engine" / "planted_c.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from . import planted_a\n",
+    }
+    for path in planted:
+        MODULES.setdefault(module_name(path), path)
+    try:
+        assert cycles(planted) == [["demo.engine.planted_a", "demo.engine.planted_b"]]
+    finally:
+        for path in planted:
+            MODULES.pop(module_name(path), None)
+
+
+# -- names in strings: child-process targets and python -m modules ------------------------
+
+TARGET = re.compile(r"^demo(\.\w+)+(:\w+)?$")
+
+
+def named_in_strings() -> list[tuple[str, str]]:
+    found = []
+    for module, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and TARGET.match(node.value):
+                found.append((f"{path.relative_to(DEMO.parent)}:{node.lineno}", node.value))
+    return found
+
+
+@pytest.mark.parametrize("where,name", named_in_strings())
+def test_named_modules_and_functions_exist(where, name):
+    module, _, function = name.partition(":")
+    assert module in MODULES, f"{where} names {module!r}, which is no module under demo/"
+    if function:
+        tree = ast.parse(MODULES[module].read_text(encoding="utf-8"))
+        defined = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+        defined |= {t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
+        assert function in defined, f"{where} names {name!r}: {module} defines no {function!r}"
