@@ -75,7 +75,7 @@ def main(argv: Optional[list[str]] = None) -> int:
 
 
 def _run(args) -> int:
-    from .core.metrics import acceptance_rate, equality_verdict, side_stats, speedup
+    from .core.metrics import compare, side_stats
     from .engine.arena import validate_prompt
     from .engine.pipelines import PipelineCache
 
@@ -120,11 +120,12 @@ def _run(args) -> int:
               f"  (OpenVINO: TTFT {r.ov_ttft_ms:.0f} ms, TPOT {r.ov_tpot_ms:.1f} ms)")
     b, s = results[BASELINE], results[SPECULATIVE]
     if not (b.error or s.error):
-        bs, ss = side_stats(b.chunks, b.start, b.end), side_stats(s.chunks, s.start, s.end)
-        rate = acceptance_rate(s.ov_accepted_tokens, s.ov_draft_tokens)
+        c = compare(b, s)
+        rate = c.acceptance_rate
         rate_text = f"acceptance rate {rate * 100:.0f}% (OpenVINO's count)" if rate is not None else "no acceptance rate"
-        print(f"speedup {speedup(bs, ss):.2f}x ({args.mode} mode); {ss.accepted} draft tokens accepted; "
-              f"{rate_text}; outputs {equality_verdict(b.token_ids, s.token_ids)}")
+        speedup_text = f"speedup {c.speedup:.2f}x" if c.speedup is not None else "no speedup (a side made no token)"
+        print(f"{speedup_text} ({args.mode} mode); {c.speculative.accepted} draft tokens accepted; "
+              f"{rate_text}; outputs {c.verdict}")
     return 0
 
 

@@ -84,7 +84,7 @@ def main() -> int:
             browser, page = open_page(p, demo.local_url)
             page.locator("button[role=tab]", has_text="Three-way race").click()
             page.locator("#three-way-examples button").first.click()
-            page.wait_for_function(f"() => document.querySelector('#three-way-prompt textarea').value.length > 0")
+            page.wait_for_function("() => document.querySelector('#three-way-prompt textarea').value.length > 0")
             box = page.locator("#three-way-max-new-tokens input[type=number]")
             box.fill(str(args.max_new_tokens))
             box.press("Tab")

@@ -288,6 +288,29 @@ def test_acceptance_rate_and_verdicts():
     assert equality_verdict([1, 2], [1, 2, 3]).startswith("diverged at token 3")
 
 
+def test_one_comparison_by_hand():
+    """metrics.compare: the numbers every consumer shows (page, CLI, scoreboard, recordings,
+    three-way, bench), here from timestamps and counts written by hand."""
+    from demo.core.metrics import compare
+    from demo.core.streaming import Chunk, RunResult
+
+    def run(side, steps, every, error=None, accepted=None, drafted=None):
+        chunks = [Chunk(side, tuple(range(10 * i, 10 * i + n)), "x" * n, "x" * (n - 1), 100.0 + every * (i + 1))
+                  for i, n in enumerate(steps)]
+        return RunResult(side=side, start=100.0, end=chunks[-1].t, chunks=chunks, error=error,
+                         ov_accepted_tokens=accepted, ov_draft_tokens=drafted)
+
+    base = run("baseline", [1] * 12, 0.5)                      # 12 tokens in 6 s: 2 tok/s
+    spec = run("speculative", [3, 3, 3, 3], 0.75, accepted=8, drafted=12)  # 12 tokens in 3 s: 4 tok/s
+    c = compare(base, spec)
+    assert (c.baseline.tokens_per_s, c.speculative.tokens_per_s) == (pytest.approx(2.0), pytest.approx(4.0))
+    assert c.speedup == pytest.approx(2.0) and c.acceptance_rate == pytest.approx(8 / 12)
+    assert c.speculative.accepted == 8 and c.baseline.ttft_s == pytest.approx(0.5) and not c.failed
+    assert c.verdict.startswith("diverged at token 2")  # the hand-made ids differ from the second token
+    broken = compare(base, run("speculative", [3], 0.75, error="OpenVINO failed"))
+    assert broken.failed and broken.speedup is None
+
+
 def test_settings_validation_messages():
     with pytest.raises(DemoError, match="not both"):
         GenerationSettings(assistant_tokens=3, confidence_threshold=0.5).validated()

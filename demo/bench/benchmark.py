@@ -32,7 +32,7 @@ from typing import Callable, Iterable, Optional, Sequence
 from ..core.bench_prompts import CLASSES, BenchPrompt, select
 from ..core.errors import DemoError, run_command
 from ..core.machine import machine_info, versions
-from ..core.metrics import acceptance_rate, equality_verdict, side_stats, speedup
+from ..core.metrics import compare
 from ..core.settings import GenerationSettings, PipelineOptions, cpu_cores, race_threads
 from ..core.streaming import BASELINE, SPECULATIVE
 
@@ -323,12 +323,11 @@ def _side(result, st) -> dict:
 
 def _sample(config: Config, prompt: BenchPrompt, repeat: int, runs: dict) -> dict:
     base, spec = runs[BASELINE], runs[SPECULATIVE]
-    bst, sst = side_stats(base.chunks, base.start, base.end), side_stats(spec.chunks, spec.start, spec.end)
-    b, s = _side(base, bst), _side(spec, sst)
+    c = compare(base, spec)
+    b, s = _side(base, c.baseline), _side(spec, c.speculative)
     s["accepted"] = spec.ov_accepted_tokens   # OpenVINO's counts (None where it reports none)
     s["drafted"] = spec.ov_draft_tokens
-    s["accepted_in_steps"] = sst.accepted     # counted from the chunks: step size - 1
-    ok = not (base.error or spec.error)
+    s["accepted_in_steps"] = c.speculative.accepted     # counted from the chunks: step size - 1
     return {
         **config.as_dict(),
         "prompt_id": prompt.id,
@@ -336,9 +335,9 @@ def _sample(config: Config, prompt: BenchPrompt, repeat: int, runs: dict) -> dic
         "repeat": repeat,
         BASELINE: b,
         SPECULATIVE: s,
-        "acceptance_rate": acceptance_rate(spec.ov_accepted_tokens, spec.ov_draft_tokens),
-        "speedup": speedup(bst, sst) if ok else None,  # paired: both sides of this repeat
-        "verdict": equality_verdict(base.token_ids, spec.token_ids) if ok else "failed",
+        "acceptance_rate": c.acceptance_rate,
+        "speedup": c.speedup,  # paired: both sides of this repeat
+        "verdict": "failed" if c.failed else c.verdict,
     }
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
-from .streaming import Chunk
+from .streaming import Chunk, RunResult
 
 
 @dataclass(frozen=True)
@@ -73,3 +73,29 @@ def equality_verdict(baseline_ids: Sequence[int], speculative_ids: Sequence[int]
         shorter = min(len(baseline_ids), len(speculative_ids))
         return f"diverged at token {shorter + 1} (one side stopped earlier)"
     return "identical"
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One race's numbers, computed once by `compare` and read by the page, the CLI, the
+    scoreboard, recordings, the three-way race and the bench.
+
+    `speedup` is speculative tok/s ÷ baseline tok/s (wall clock, prefill included), None when
+    either side failed or made no token; `acceptance_rate` is OpenVINO's accepted ÷ drafted
+    guesses; `verdict` is "identical" or where the two token sequences first differ."""
+
+    baseline: SideStats
+    speculative: SideStats
+    speedup: Optional[float]
+    acceptance_rate: Optional[float]
+    verdict: str
+    failed: bool  # either side ended with an error
+
+
+def compare(baseline: RunResult, speculative: RunResult) -> Comparison:
+    b = side_stats(baseline.chunks, baseline.start, baseline.end)
+    s = side_stats(speculative.chunks, speculative.start, speculative.end)
+    failed = bool(baseline.error or speculative.error)
+    return Comparison(baseline=b, speculative=s, speedup=None if failed else speedup(b, s),
+                      acceptance_rate=acceptance_rate(speculative.ov_accepted_tokens, speculative.ov_draft_tokens),
+                      verdict=equality_verdict(baseline.token_ids, speculative.token_ids), failed=failed)

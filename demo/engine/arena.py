@@ -18,7 +18,7 @@ from typing import Callable, ContextManager, Iterator, Optional, Protocol, Union
 from ..core import placement
 from ..core.errors import DemoError
 from ..core.explain import Explanation, explain
-from ..core.metrics import SideStats, acceptance_rate, equality_verdict, side_stats, speedup
+from ..core.metrics import Comparison, SideStats, compare
 from ..core.settings import (
     MAX_PROMPT_CHARS, GenerationSettings, Mode, PipelineOptions, cpu_cores,
 )
@@ -94,6 +94,13 @@ class Summary:
     how: str                           # how the race was run, in words
     errors: dict
     why: Optional[Explanation] = None  # "Why this speedup?" (speculative runs that finished)
+
+    @classmethod
+    def of(cls, c: Comparison, how: str, errors: dict,
+           why: Optional[Callable[[Comparison], Explanation]] = None) -> "Summary":
+        """The page's summary of a comparison (metrics.compare); `why` only for a race that finished."""
+        return cls(baseline=c.baseline, speculative=c.speculative, speedup=c.speedup, acceptance_rate=c.acceptance_rate,
+                   verdict=c.verdict, how=how, errors=errors, why=None if c.failed or why is None else why(c))
 
 
 def threads_for(request: RaceRequest) -> Optional[int]:
@@ -444,19 +451,10 @@ class Arena:
     # -- results --------------------------------------------------------------------------
     def summarize(self, results: dict, request: RaceRequest) -> Summary:
         base, spec = results[BASELINE], results[SPECULATIVE]
-        b = side_stats(base.chunks, base.start, base.end)
-        s = side_stats(spec.chunks, spec.start, spec.end)
-        return Summary(
-            baseline=b,
-            speculative=s,
-            speedup=speedup(b, s) if not (base.error or spec.error) else None,
-            acceptance_rate=acceptance_rate(spec.ov_accepted_tokens, spec.ov_draft_tokens),
-            verdict=equality_verdict(base.token_ids, spec.token_ids),
-            how=self._how(request),
-            errors={side: r.error for side, r in results.items() if r.error},
-            why=None if (base.error or spec.error) else explain(
-                base, spec, speedup(b, s), request.settings.assistant_tokens, self.calibration_for(request)),
-        )
+        return Summary.of(compare(base, spec), how=self._how(request),
+                          errors={side: r.error for side, r in results.items() if r.error},
+                          why=lambda c: explain(base, spec, c.speedup, request.settings.assistant_tokens,
+                                                self.calibration_for(request)))
 
     def _how(self, request: RaceRequest) -> str:
         """How the race was run, in words, with the threads really used."""

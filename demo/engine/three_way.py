@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from typing import Iterator, Optional
 
 from ..core.errors import DemoError
-from ..core.metrics import SideStats, acceptance_rate, equality_verdict, side_stats
+from ..core.metrics import SideStats, acceptance_rate, compare, side_stats
 from ..core.settings import cpu_cores
 from ..core.streaming import BASELINE, SPECULATIVE, StatusEvent
 from .arena import Arena, RaceRequest, validate_prompt
@@ -72,15 +72,13 @@ def summarize(results: dict, how: str = "") -> ThreeWaySummary:
     errors = {lane: r.error for lane, r in results.items() if r.error}
     ranked = sorted((lane for lane in stats if lane not in errors and stats[lane].tokens_per_s > 0),
                     key=lambda lane: stats[lane].tokens_per_s, reverse=True)
-    base = stats.get("baseline")
     speedups, acceptance, verdicts = {}, {}, {}
     for lane in ("draft", "lookup"):
-        r = results.get(lane)
-        ok = r is not None and lane in stats and base is not None and base.tokens_per_s > 0 and not r.error
-        speedups[lane] = stats[lane].tokens_per_s / base.tokens_per_s if ok and "baseline" not in errors else None
+        r, base = results.get(lane), results.get("baseline")
+        c = compare(base, r) if r is not None and base is not None else None
+        speedups[lane] = c.speedup if c is not None else None
         acceptance[lane] = acceptance_rate(r.ov_accepted_tokens, r.ov_draft_tokens) if r is not None else None
-        verdicts[lane] = (equality_verdict(results["baseline"].token_ids, r.token_ids)
-                          if r is not None and "baseline" in results else "not run")
+        verdicts[lane] = c.verdict if c is not None else "not run"
     winner = ranked[0] if ranked else None
     runner_up = ranked[1] if len(ranked) > 1 else None
     margin = stats[winner].tokens_per_s / stats[runner_up].tokens_per_s if winner and runner_up else None
@@ -97,7 +95,7 @@ def _sentence(winner, runner_up, margin, speedups) -> str:
     if winner == "baseline":
         tried = ", ".join(f"{TITLES[l].lower()} {speedups[l]:.2f}×" for l in ("draft", "lookup")
                           if speedups.get(l) is not None)
-        return (f"The baseline won: speculation did not pay off on this prompt"
+        return ("The baseline won: speculation did not pay off on this prompt"
                 + (f" ({tried} the baseline's speed)." if tried else "."))
     line = f"{TITLES[winner]} won: {speedups[winner]:.2f}× the baseline's speed" if speedups.get(winner) else \
         f"{TITLES[winner]} won"

@@ -318,14 +318,10 @@ def summarize(rec: Recording):
         from ..engine.three_way import summarize as three_way_summary
 
         return three_way_summary(results, how)
-    from ..core.metrics import acceptance_rate, equality_verdict, side_stats, speedup
+    from ..core.metrics import compare
     from ..engine.arena import Summary
 
-    base, spec = results["baseline"], results["speculative"]
-    b, s = side_stats(base.chunks, base.start, base.end), side_stats(spec.chunks, spec.start, spec.end)
-    return Summary(baseline=b, speculative=s, speedup=speedup(b, s),
-                   acceptance_rate=acceptance_rate(spec.ov_accepted_tokens, spec.ov_draft_tokens),
-                   verdict=equality_verdict(base.token_ids, spec.token_ids), how=how, errors={})
+    return Summary.of(compare(results["baseline"], results["speculative"]), how=how, errors={})
 
 
 def machine_label(rec: Recording) -> str:

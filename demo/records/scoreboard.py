@@ -307,22 +307,22 @@ def race_record(*, preset: str, method: str, mode: str, prompt: str, prompt_clas
                 settings, main_format: Optional[str] = None, draft_format: Optional[str] = None,
                 machine: Optional[dict] = None) -> RaceRecord:
     """One row from a finished race's two RunResults (demo.core.streaming) and its settings."""
-    from ..core.metrics import acceptance_rate, equality_verdict, side_stats, speedup
+    from ..core.metrics import compare
 
-    b = side_stats(baseline.chunks, baseline.start, baseline.end)
-    s = side_stats(speculative.chunks, speculative.start, speculative.end)
+    c = compare(baseline, speculative)
+    b, s = c.baseline, c.speculative
     machine = machine or {}
     return RaceRecord(
         preset=preset, method=method, mode=mode, prompt_class=prompt_class,
         baseline_tokens=b.tokens, speculative_tokens=s.tokens,
-        baseline_tok_s=b.tokens_per_s, speculative_tok_s=s.tokens_per_s, speedup=speedup(b, s),
+        baseline_tok_s=b.tokens_per_s, speculative_tok_s=s.tokens_per_s, speedup=c.speedup,
         main_format=main_format, draft_format=draft_format,
         assistant_tokens=settings.assistant_tokens, confidence_threshold=settings.confidence_threshold,
         max_new_tokens=settings.max_new_tokens,
-        acceptance=acceptance_rate(speculative.ov_accepted_tokens, speculative.ov_draft_tokens),
+        acceptance=c.acceptance_rate,
         baseline_ttft_ms=b.ttft_s * 1000 if b.ttft_s is not None else None,
         speculative_ttft_ms=s.ttft_s * 1000 if s.ttft_s is not None else None,
-        verdict=equality_verdict(baseline.token_ids, speculative.token_ids),
+        verdict=c.verdict,
         cpu_model=machine.get("cpu_model"), isa_flags=" ".join(machine.get("isa_flags") or ()) or None,
         cores=machine.get("cores"), prompt=prompt,
     )
