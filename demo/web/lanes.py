@@ -27,7 +27,10 @@ TITLES = {
     "draft": "Draft model (main + draft)",
     "lookup": "Prompt lookup (main + prompt n-grams)",
 }
-MIN_UPDATE_INTERVAL_S = 0.1  # as demo.web.ui: at most 10 updates a second
+# Updates are sent at most this often; chunks arriving in between are batched, so a fast
+# small model does not flood the browser (or steal the CPU the pipelines race on: on 2
+# cores every millisecond of rendering is taken from them). 10 updates a second still reads as live.
+MIN_UPDATE_INTERVAL_S = 0.1
 
 
 @dataclass
@@ -46,6 +49,13 @@ class LaneState:
             n += len(c.token_ids)
             pts.append((c.t - self.start, n))
         return pts
+
+    def html(self, baseline: bool) -> tuple[str, str]:
+        """(output, stats) HTML; the baseline shows plain text, other lanes their accepted guesses."""
+        renderer = render.baseline_html if baseline else render.speculative_html
+        stats = side_stats(self.chunks, self.start, self.end) if self.start is not None else None
+        state = "idle" if self.start is None else ("running" if self.end is None else "done")
+        return renderer(self.chunks, self.placeholder), render.stats_html(stats, self.note, state)
 
 
 class LanePanels:
@@ -100,13 +110,9 @@ class LanesView:
             self.layout = False
         for lane in self.dirty:
             i = self.lanes.index(lane)
-            s = self.lane[lane]
-            renderer = render.baseline_html if lane == "baseline" else render.speculative_html
-            out[p.outputs[i]] = (f'<div class="lane-output" data-lane="{html.escape(lane)}">'
-                                 + renderer(s.chunks, s.placeholder) + "</div>")
-            stats = side_stats(s.chunks, s.start, s.end) if s.start is not None else None
-            state = "idle" if s.start is None else ("running" if s.end is None else "done")
-            out[p.stats[i]] = render.stats_html(stats, s.note, state)
+            text, stats = self.lane[lane].html(baseline=lane == "baseline")
+            out[p.outputs[i]] = f'<div class="lane-output" data-lane="{html.escape(lane)}">{text}</div>'
+            out[p.stats[i]] = stats
         self.dirty.clear()
         series = {lane: self.lane[lane].series() for lane in self.lanes}
         out[p.chart] = render.race_chart_svg(series, colours=LANE_COLOURS) + self.histogram
@@ -118,6 +124,8 @@ class LanesView:
 
 
 class Throttle:
+    """At most one page update per interval: a fast side must not flood the browser."""
+
     def __init__(self, interval: float = MIN_UPDATE_INTERVAL_S):
         self.interval, self.last = interval, 0.0
 
@@ -129,10 +137,17 @@ class Throttle:
         return False
 
 
+def retimed(results: dict, stop: threading.Event, t0: float):
+    """(lane, chunk) of recorded runs at the pace each had, each chunk re-timed onto a replay
+    clock started at t0, so the counters read like a live race."""
+    for event in replay(results, stop=stop):
+        c = event.chunk
+        yield event.side, Chunk(c.side, c.token_ids, c.text, c.accepted_text, t0 + (c.t - results[event.side].start))
+
+
 def replay_into(view: LanesView, results: dict, stop: threading.Event, message: str):
     """Play recorded runs (lane -> RunResult) side by side at the pace each had, yielding
-    the view's updates; each chunk is re-timed onto the replay clock so the counters read
-    like a live race."""
+    the view's updates."""
     t0 = time.perf_counter()
     for lane in view.lanes:
         view.lane[lane] = LaneState(start=t0, placeholder="", note=view.lane[lane].note)
@@ -140,11 +155,9 @@ def replay_into(view: LanesView, results: dict, stop: threading.Event, message: 
     view.status = message
     yield view.outputs()
     throttle = Throttle()
-    for event in replay(results, stop=stop):
-        chunk = event.chunk
-        t = t0 + (chunk.t - results[event.side].start)
-        view.lane[event.side].chunks.append(Chunk(chunk.side, chunk.token_ids, chunk.text, chunk.accepted_text, t))
-        view.dirty.add(event.side)
+    for lane, chunk in retimed(results, stop, t0):
+        view.lane[lane].chunks.append(chunk)
+        view.dirty.add(lane)
         if throttle.ready():
             yield view.outputs()
     if stop.is_set():

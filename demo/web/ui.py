@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
@@ -17,38 +16,14 @@ import gradio as gr
 
 from ..core import placement
 from ..core.errors import DemoError
-from ..core.metrics import side_stats
 from ..core.settings import MAX_PROMPT_CHARS, GenerationSettings, PipelineOptions
-from ..core.streaming import BASELINE, SIDES, SPECULATIVE, Chunk, ChunkEvent, DoneEvent, StartEvent, StatusEvent
+from ..core.streaming import BASELINE, SIDES, SPECULATIVE, ChunkEvent, DoneEvent, StartEvent, StatusEvent
 from ..engine.arena import Arena, RaceRequest
-from ..engine.race import replay
 from . import checks, render
+from .lanes import LaneState, Throttle, retimed
 from .booth import Booth
 
-# Updates are sent at most this often; chunks arriving in between are batched, so a fast
-# small model does not flood the browser (or steal the CPU the pipelines race on: on 2
-# cores every millisecond of rendering is taken from them). 10 updates a second still reads as live.
-MIN_UPDATE_INTERVAL_S = 0.1
-
 THEME = gr.themes.Soft()
-
-
-@dataclass
-class _Side:
-    chunks: list = field(default_factory=list)
-    start: Optional[float] = None  # when this side's generate() started (perf_counter)
-    end: Optional[float] = None    # when it returned; None while running
-    placeholder: str = ""
-    note: str = ""
-
-    def series(self) -> list:
-        if self.start is None:
-            return []
-        n, pts = 0, []
-        for c in self.chunks:
-            n += len(c.token_ids)
-            pts.append((c.t - self.start, n))
-        return pts
 
 
 class RaceView:
@@ -59,7 +34,7 @@ class RaceView:
     """
 
     def __init__(self):
-        self.sides = {s: _Side(placeholder="loading…") for s in SIDES}
+        self.sides = {s: LaneState(placeholder="loading…") for s in SIDES}
         self.dirty = set(SIDES)
         self.status = ""
         self.summary = ""
@@ -69,12 +44,8 @@ class RaceView:
     def outputs(self, components: dict) -> dict:
         out = {}
         for side in self.dirty:
-            s = self.sides[side]
-            html = render.baseline_html if side == BASELINE else render.speculative_html
-            out[components[f"{side}-output"]] = html(s.chunks, s.placeholder)
-            stats = side_stats(s.chunks, s.start, s.end) if s.start is not None else None
-            state = "idle" if s.start is None else ("running" if s.end is None else "done")
-            out[components[f"{side}-stats"]] = render.stats_html(stats, s.note, state)
+            out[components[f"{side}-output"]], out[components[f"{side}-stats"]] = \
+                self.sides[side].html(baseline=side == BASELINE)
         self.dirty.clear()
         out[components["chart"]] = render.race_chart_svg({k: v.series() for k, v in self.sides.items()}) + self.histogram
         out[components["status"]] = self.status
@@ -82,18 +53,6 @@ class RaceView:
         out.update(self.extra)
         self.extra = {}
         return out
-
-
-class _Throttle:
-    def __init__(self, interval: float = MIN_UPDATE_INTERVAL_S):
-        self.interval, self.last = interval, 0.0
-
-    def ready(self) -> bool:
-        now = time.perf_counter()
-        if now - self.last >= self.interval:
-            self.last = now
-            return True
-        return False
 
 
 MODES = {"race: both at once": "race", "fair: each alone, then replayed": "fair"}
@@ -317,7 +276,7 @@ def _stream(arena: Arena, request: RaceRequest, view: RaceView, components: dict
     fair = request.mode == "fair"
     results = {}
     recorded = {s: 0 for s in SIDES}
-    throttle = _Throttle()
+    throttle = Throttle()
     events = arena.run(request, stop_flag)
     try:
         for event in events:
@@ -374,15 +333,12 @@ def _replay(view: RaceView, results: dict, components: dict, stop_flag: threadin
     """Fair mode: play both recorded runs side by side at the pace each had alone."""
     t0 = time.perf_counter()
     for side in SIDES:
-        view.sides[side] = _Side(start=t0, placeholder="")
+        view.sides[side] = LaneState(start=t0, placeholder="")
     view.status = "▶ replaying both runs side by side at their real pace (each was measured alone)"
-    throttle = _Throttle()
-    for event in replay(results, stop=stop_flag):
-        chunk = event.chunk
-        # Re-time each chunk onto the replay clock so the counters read like a live race.
-        t = t0 + (chunk.t - results[event.side].start)
-        view.sides[event.side].chunks.append(Chunk(chunk.side, chunk.token_ids, chunk.text, chunk.accepted_text, t))
-        view.dirty.add(event.side)
+    throttle = Throttle()
+    for side, chunk in retimed(results, stop_flag, t0):
+        view.sides[side].chunks.append(chunk)
+        view.dirty.add(side)
         if throttle.ready():
             yield view.outputs(components)
     for side in SIDES:
