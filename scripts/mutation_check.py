@@ -290,6 +290,38 @@ MUTATIONS = [
         '            if now - state["printed"] < self.interval_s and not finished:',
         ("tests/test_native_safety.py::test_the_log_prints_progress_sparingly_and_each_tasks_duration",),
     ),
+    Mutation(
+        "quiet log: two tasks taking turns reprint their lines",
+        "a task waiting on another's prepare and that prepare print the same two lines over and over",
+        "demo/core/quiet_log.py",
+        '                    and now - state["printed"] >= self.repeat_s):',
+        '                    ):',
+        ("tests/test_native_safety.py::test_the_log_prints_progress_sparingly_and_each_tasks_duration",),
+    ),
+    Mutation(
+        "quiet log: one stream for everything",
+        "a calibration line ends the pair's warm-up, so the log times the wrong step",
+        "demo/core/quiet_log.py",
+        '    return head if sep and " " not in head else ""',
+        '    return ""',
+        ("tests/test_native_safety.py::test_the_log_times_each_stream_on_its_own",),
+    ),
+    Mutation(
+        "pipelines: the in-turn decision is taken again after the sides loaded",
+        "the page stops saying a fair race loaded its sides one at a time once their measured sizes differ",
+        "demo/engine/pipelines.py",
+        "        if key in self._in_turn:\n            return True\n",
+        "",
+        ("tests/test_engine.py::test_a_pair_found_to_load_in_turn_stays_so_whatever_its_sides_measure",),
+    ),
+    Mutation(
+        "metrics: a failed side still gets a speedup",
+        "a race where one side crashed shows a speedup computed from half a run",
+        "demo/core/metrics.py",
+        "speedup=None if failed else speedup(b, s)",
+        "speedup=speedup(b, s)",
+        ("tests/test_race_logic.py::test_one_comparison_by_hand",),
+    ),
 ]
 
 

@@ -33,6 +33,7 @@ FAST = (
     "tests/test_engine.py::test_race_streams", "tests/test_engine.py::test_metrics_are_sane",
     "tests/test_engine.py::test_exact_mode", "tests/test_engine.py::test_cancel_stops",
     "tests/test_engine.py::test_missing_device", "tests/test_engine.py::test_arena_reports_status",
+    "tests/test_engine.py::test_a_pair_found_to_load_in_turn",
 )
 
 

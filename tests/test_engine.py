@@ -282,3 +282,21 @@ def test_fair_mode_loads_one_side_at_a_time_when_both_do_not_fit(presets, sessio
         assert "loaded one at a time" in arena.summarize(results, request).how
     assert all(isinstance(r, SideInTurn) for r in arena.runners(request).values())
     arena.cache.clear()
+
+
+def test_a_pair_found_to_load_in_turn_stays_so_whatever_its_sides_measure(tmp_path):
+    """The page says a fair race loaded its sides one at a time: that must stay true after the
+    sides' measured sizes (here the speculative side measured larger than estimated) replace
+    the estimate from the files, which once flipped the answer after the first load."""
+    main, draft = tmp_path / "main", tmp_path / "draft"
+    for folder, size in ((main, 100 << 20), (draft, 10 << 20)):
+        folder.mkdir()
+        (folder / "openvino_model.bin").write_bytes(b"\0" * size)
+    key = PipelineCache.key(main, draft, "draft", PipelineOptions())
+    estimate = PipelineCache(max_pairs=1)
+    both = estimate.estimate(key)
+    cache = PipelineCache(budget=both - 1)  # each side fits alone, the two together do not
+    assert cache.in_turn(key)
+    cache._sizes[(key, (SPECULATIVE,))] = both  # what the side measured once loaded
+    assert cache.in_turn(key)
+    assert not PipelineCache(budget=both).in_turn(key)  # a budget for both: loaded together
