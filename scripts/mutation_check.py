@@ -51,8 +51,8 @@ MUTATIONS = [
         "render: no HTML escaping",
         "model output reaches the page as HTML (<script> would run)",
         "demo/web/render.py",
-        "    return html.escape(text, quote=True)",
-        "    return text",
+        "    return html.escape(str(value), quote=True)",
+        "    return str(value)",
         ("tests/test_render.py",),
     ),
     Mutation(

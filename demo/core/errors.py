@@ -11,6 +11,11 @@ class DemoError(Exception):
     """An error whose message is meant for the person using the demo."""
 
 
+class Cancelled(DemoError):
+    """Someone stopped the work (Stop, a closed tab, a cancel event) before it finished;
+    nothing half-done was kept."""
+
+
 def run_command(body, interrupted: str = "stopped") -> int:
     """Run a command-line tool's body and turn user errors into one line and an exit code.
 

@@ -21,13 +21,9 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Callable, Optional
 
-from ..core.errors import DemoError
+from ..core.errors import Cancelled, DemoError
 
 POLL_S = 0.2  # how often a waiting job checks its stop flag and its place in line
-
-
-class Cancelled(DemoError):
-    """The visitor stopped a job before it got the CPU."""
 
 
 class QueueFull(DemoError):

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator, Optional
 
-from ..core.errors import DemoError
+from ..core.errors import Cancelled, DemoError
 from . import formats
 from .formats import AUTO, DEFAULT_FORMAT, FORMATS
 from .presets import ExportSource, GgufSource, HubSource, LocalSource, ModelSpec, PypiSource
@@ -57,10 +57,6 @@ Progress = Callable[[str, float, float], None]
 
 def _no_progress(stage: str, done: float, total: float) -> None:
     pass
-
-
-class Cancelled(DemoError):
-    """The caller's cancel event was set while preparing; nothing half-prepared was kept."""
 
 
 def _checkpoint(cancel: Optional[threading.Event], role: str) -> Callable[[], None]:

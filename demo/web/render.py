@@ -19,28 +19,29 @@ BASELINE_COLOUR = "#999999"
 SPECULATIVE_COLOUR = "#0072B2"
 
 
-def _esc(text: str) -> str:
-    return html.escape(text, quote=True)
+def esc(value) -> str:
+    """Model output and anything else from outside, safe inside HTML text and attributes."""
+    return html.escape(str(value), quote=True)
 
 
 def baseline_html(chunks: Sequence[Chunk], placeholder: str = "") -> str:
     text = "".join(c.text for c in chunks)
-    body = _esc(text) if text else f'<span class="placeholder">{_esc(placeholder)}</span>'
+    body = esc(text) if text else f'<span class="placeholder">{esc(placeholder)}</span>'
     return f'<div class="panel-text">{body}</div>'
 
 
 def speculative_html(chunks: Sequence[Chunk], placeholder: str = "") -> str:
     """One <span class=step> per main-model step: accepted guesses, then the main token."""
     if not chunks:
-        return f'<div class="panel-text"><span class="placeholder">{_esc(placeholder)}</span></div>'
+        return f'<div class="panel-text"><span class="placeholder">{esc(placeholder)}</span></div>'
     parts = []
     for i, c in enumerate(chunks):
         rest = c.text[len(c.accepted_text):] if c.text.startswith(c.accepted_text) else c.text
         acc = c.accepted_text if c.text.startswith(c.accepted_text) else ""
         inner = ""
         if c.accepted:
-            inner += f'<span class="tok-accepted" data-n="{c.accepted}">{_esc(acc)}</span>'
-        inner += f'<span class="tok-main">{_esc(rest)}</span>'
+            inner += f'<span class="tok-accepted" data-n="{c.accepted}">{esc(acc)}</span>'
+        inner += f'<span class="tok-main">{esc(rest)}</span>'
         parts.append(f'<span class="step" title="step {i + 1}: {c.accepted} accepted + 1 from the main model">{inner}</span>')
     return f'<div class="panel-text">{"".join(parts)}</div>'
 
@@ -48,7 +49,7 @@ def speculative_html(chunks: Sequence[Chunk], placeholder: str = "") -> str:
 def stats_html(stats: Optional[SideStats], note: str = "", state: str = "idle") -> str:
     """`state` (idle, running, done) is exposed as data-state for tests and embedders."""
     if stats is None or stats.tokens == 0:
-        return f'<div class="stats" data-state="{state}">{_esc(note) or "&nbsp;"}</div>'
+        return f'<div class="stats" data-state="{state}">{esc(note) or "&nbsp;"}</div>'
     cells = [
         ("tokens", f"{stats.tokens}"),
         ("elapsed", f"{stats.elapsed_s:.1f} s"),
@@ -57,7 +58,7 @@ def stats_html(stats: Optional[SideStats], note: str = "", state: str = "idle") 
     ]
     body = "".join(f'<span class="stat"><b>{v}</b> {k}</span>' for k, v in cells)
     if note:
-        body += f'<span class="stat note">{_esc(note)}</span>'
+        body += f'<span class="stat note">{esc(note)}</span>'
     return (f'<div class="stats" data-state="{state}" data-tokens="{stats.tokens}" '
             f'data-tokens-per-s="{stats.tokens_per_s:.4f}">{body}</div>')
 
@@ -73,11 +74,11 @@ def summary_html(summary) -> str:
         rows.append(f"{s.accepted} draft tokens accepted; {s.tokens_per_step:.2f} tokens per main-model step")
     if summary.acceptance_rate is not None:
         rows.append(f"acceptance rate {summary.acceptance_rate * 100:.0f}% (OpenVINO's count of accepted ÷ drafted)")
-    rows.append(f"outputs: {_esc(summary.verdict)}")
+    rows.append(f"outputs: {esc(summary.verdict)}")
     for side, err in summary.errors.items():
-        rows.append(f'<span class="error">{_esc(side)} failed: {_esc(err)}</span>')
-    rows.append(f'<span class="how">{_esc(summary.how)}</span>')
-    return (f'<div class="summary" data-accepted="{s.accepted}" data-verdict="{_esc(summary.verdict)}">'
+        rows.append(f'<span class="error">{esc(side)} failed: {esc(err)}</span>')
+    rows.append(f'<span class="how">{esc(summary.how)}</span>')
+    return (f'<div class="summary" data-accepted="{s.accepted}" data-verdict="{esc(summary.verdict)}">'
             + "<br>".join(rows) + "</div>")
 
 
@@ -108,13 +109,13 @@ def race_chart_svg(series: dict, width: int = 640, height: int = 180, colours: O
             continue
         path = " ".join(f"{sx(t):.1f},{sy(n):.1f}" for t, n in [(0.0, 0)] + list(pts))
         colour = colours.get(side, "#333")
-        out.append(f'<polyline class="line-{_esc(side)}" fill="none" stroke="{colour}" stroke-width="2.5" points="{path}"/>')
+        out.append(f'<polyline class="line-{esc(side)}" fill="none" stroke="{colour}" stroke-width="2.5" points="{path}"/>')
         t, n = pts[-1]
         # End labels: speculative above its line end, baseline below, so they never overlap
         # (a third lane, prompt lookup in the three-way race, above both).
         dy = {"speculative": -6, "draft": -6, "lookup": -20}.get(side, 14)
         y = max(sy(n) + dy, 12.0)  # a label above the top line stays inside the chart
-        out.append(f'<text x="{sx(t) + 6:.1f}" y="{y:.1f}" font-size="12" fill="{colour}">{_esc(side)} {n}</text>')
+        out.append(f'<text x="{sx(t) + 6:.1f}" y="{y:.1f}" font-size="12" fill="{colour}">{esc(side)} {n}</text>')
     out.append("</svg>")
     return "".join(out)
 
@@ -182,7 +183,7 @@ def why_html(why) -> str:
     what one verify step cost here, and the sentence that says which regime this machine is in."""
     if why is None:
         return ""
-    rows = [f'<p class="why-regime">{_esc(why.regime)}</p>']
+    rows = [f'<p class="why-regime">{esc(why.regime)}</p>']
     parts = [("drafting", why.draft_s, ACCEPTED_COLOUR), ("verifying", why.verify_s, MAIN_COLOUR),
              ("other", why.other_s, BASELINE_COLOUR)]
     total = sum(v for _, v, _ in parts if v) or 0.0
@@ -204,9 +205,9 @@ def why_html(why) -> str:
             line += f"; calibration predicted {why.predicted_speedup:.2f}×"
         rows.append(line + ".")
     if why.formats:
-        rows.append(f"Weights: {_esc(why.formats)}.")
+        rows.append(f"Weights: {esc(why.formats)}.")
     if why.fastest_alone:
-        rows.append(f"Fastest configuration without a draft on this machine: {_esc(why.fastest_alone)}.")
+        rows.append(f"Fastest configuration without a draft on this machine: {esc(why.fastest_alone)}.")
     ratio = f' data-cost-ratio="{why.cost_ratio:.4f}"' if why.cost_ratio is not None else ""
     return (f'<details class="why" open{ratio}><summary>Why this speedup?</summary>'
             + "".join(r if r.startswith("<") else f"<p>{r}</p>" for r in rows) + "</details>")

@@ -8,7 +8,6 @@ since (one cheap query), so a second screen showing it follows the races.
 
 from __future__ import annotations
 
-import html
 import tempfile
 import time
 from pathlib import Path
@@ -18,16 +17,13 @@ import gradio as gr
 
 from ..engine import three_way
 from ..records.scoreboard import VISITOR, ScoreboardError, Standings
+from .render import esc
 from .style import LOOKUP_COLOUR
 
 POLL_S = 5.0
 MAX_DOTS = 80  # per row; a group of thousands of races is drawn as its quantiles
 METHODS = {"draft": "draft model", "prompt_lookup": "prompt lookup"}
 SPEEDUP_COLOUR = "#0072B2"
-
-
-def _esc(x) -> str:
-    return html.escape(str(x), quote=True)
 
 
 def class_label(klass: str, presets) -> str:
@@ -82,7 +78,7 @@ def plot_svg(groups: list, labels: list, width: int = 1040) -> str:
         colour = LOOKUP_COLOUR if g.method == "prompt_lookup" else SPEEDUP_COLOUR
         text = label if len(label) <= fits else label[:fits - 1] + "…"
         out.append(f'<text x="{left - 8}" y="{y + 4:.1f}" font-size="12" text-anchor="end" fill="currentColor">'
-                   f'{_esc(text)}</text>')
+                   f'{esc(text)}</text>')
         out.append(f'<line x1="{sx(g.speedups[0]):.1f}" y1="{y:.1f}" x2="{sx(g.speedups[-1]):.1f}" y2="{y:.1f}" '
                    f'stroke="{colour}" stroke-width="1"/>')
         q1, q3 = g.quantile(0.25), g.quantile(0.75)
@@ -121,7 +117,7 @@ def board_html(standings: Standings, presets) -> str:
     total = standings.total
     head = (f'<p class="scoreboard-total" data-total="{total}"><b>{total}</b> finished race'
             f'{"s" if total != 1 else ""} on the scoreboard'
-            + (f"{f' with {_esc(groups[0].preset)}' if groups and one_preset else ''} (a three-way race counts "
+            + (f"{f' with {esc(groups[0].preset)}' if groups and one_preset else ''} (a three-way race counts "
                "twice: draft model and prompt lookup)." if total else ": run a race and it appears here.") + "</p>")
     if not groups:
         return f'<div class="scoreboard">{head}</div>'
@@ -129,10 +125,10 @@ def board_html(standings: Standings, presets) -> str:
             "<th>median speedup</th><th>middle half</th><th>range</th></tr>"]
     for g, label in zip(groups, labels):
         rows.append(
-            f"<tr data-preset='{_esc(g.preset)}' data-class='{_esc(g.prompt_class)}' data-method='{_esc(g.method)}' "
+            f"<tr data-preset='{esc(g.preset)}' data-class='{esc(g.prompt_class)}' data-method='{esc(g.method)}' "
             f"data-count='{g.count}' data-median='{g.median:.4f}'>"
-            f"<td>{_esc(g.preset)}</td><td>{_esc(class_label(g.prompt_class, presets))}</td>"
-            f"<td>{_esc(METHODS.get(g.method, g.method))}</td><td>{g.count}</td><td>{g.median:.2f}×</td>"
+            f"<td>{esc(g.preset)}</td><td>{esc(class_label(g.prompt_class, presets))}</td>"
+            f"<td>{esc(METHODS.get(g.method, g.method))}</td><td>{g.count}</td><td>{g.median:.2f}×</td>"
             f"<td>{g.quantile(0.25):.2f}–{g.quantile(0.75):.2f}×</td>"
             f"<td>{g.speedups[0]:.2f}–{g.speedups[-1]:.2f}×</td></tr>")
     rows.append("</table>")
@@ -157,7 +153,7 @@ def build(arena, booth, tab) -> None:
         try:
             standings = booth.board(arena).standings()
         except ScoreboardError as e:
-            return f'<div class="scoreboard"><p class="problem">⚠️ {_esc(e)}</p></div>', -1
+            return f'<div class="scoreboard"><p class="problem">⚠️ {esc(e)}</p></div>', -1
         if drawn is not None and drawn == standings.newest_id:
             return gr.skip(), gr.skip()
         return board_html(standings, arena.presets), standings.newest_id
