@@ -243,3 +243,18 @@ def test_the_log_times_each_stream_on_its_own():
                      "calibrating: measuring the draft model (gguf, fair threads)",
                      "warming up both pipelines: done in 20.0 s",
                      "ready for races"]
+
+
+def test_a_task_with_percentages_is_timed_once():
+    """A step announced with "…" that then reports percentages says its duration once, with
+    its 100% line, not again when another step begins."""
+    lines, now = [], [0.0]
+    log = QuietLog(lines.append, clock=lambda: now[0])
+    log("converting main model to OpenVINO IR…")
+    now[0] = 10.0
+    log("converting main model to OpenVINO IR: 50%")
+    log("rewriting draft model tensors as Q4_0: 0%")
+    now[0] = 20.0
+    log("converting main model to OpenVINO IR: 100%")
+    assert lines == ["converting main model to OpenVINO IR…", "converting main model to OpenVINO IR: 50%",
+                     "rewriting draft model tensors as Q4_0: 0%", "converting main model to OpenVINO IR: 100% (20.0 s)"]

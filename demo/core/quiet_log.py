@@ -46,6 +46,9 @@ class QuietLog:
                 self.write(message)
                 return
             finished = message.rstrip().endswith("100%")
+            stream = _stream(task)
+            if message.rstrip().endswith("%") and self._open.get(stream) == task:
+                del self._open[stream]  # its 100% line will say how long it took; no second duration
             if message == state["last"] or (now - state["printed"] < self.interval_s and not finished):
                 return
             state.update(printed=now, last=message)
