@@ -140,8 +140,10 @@ def test_the_front_door_streams_both_sides_before_either_finishes(arena_on_ray):
     from demo.serve.remote import RemoteArena
 
     arena = RemoteArena(load_presets(), ModelStore(), arena_on_ray.handle("Race"), ["CPU"])
+    asked = time.perf_counter()
     events = list(arena.run(RaceRequest(prompt=PROMPT, preset=SMOLLM2,
                                         settings=GenerationSettings(max_new_tokens=96, assistant_tokens=4))))
+    returned = time.perf_counter()
     first_done = next(i for i, e in enumerate(events) if isinstance(e, DoneEvent))
     assert {e.side for e in events[:first_done] if isinstance(e, ChunkEvent)} == {BASELINE, SPECULATIVE}
     results = {e.side: e.result for e in events if isinstance(e, DoneEvent)}
@@ -149,9 +151,9 @@ def test_the_front_door_streams_both_sides_before_either_finishes(arena_on_ray):
         r = results[side]
         assert r.error is None and not r.cancelled
         assert sum(len(c.token_ids) for c in r.chunks) == r.ov_generated_tokens == 96
-        # On our clock (shifted once, at the side's StartEvent; durations are the replica's own).
-        assert r.start <= r.chunks[0].t <= r.chunks[-1].t <= r.end
-        assert abs(r.end - time.perf_counter()) < 1.0
+        # On our clock (shifted once, at the side's StartEvent; durations are the replica's own):
+        # inside the window this process asked and got its answer in, whatever the CPU's speed.
+        assert asked <= r.start <= r.chunks[0].t <= r.chunks[-1].t <= r.end <= returned
     assert results[SPECULATIVE].ov_accepted_tokens > 0
 
 
