@@ -32,22 +32,21 @@ class QuietLog:
     def __call__(self, message: str) -> None:
         with self._lock:
             now, task = self.clock(), _PROGRESS.sub("", message).strip()
+            stream, progress = _stream(task), message.rstrip().endswith("%")
             state = self._tasks.get(task)
-            if (state is not None and task != self._latest and state["last"] == message and not message.endswith("%")
+            if (state is not None and task != self._latest and state["last"] == message and not progress
                     and now - state["printed"] >= self.repeat_s):
                 state = None  # the same step again later (a reload after calibration): a new occurrence
             self._latest = task
             if state is None:
-                stream = _stream(task)
                 self._close(now, stream)
                 self._tasks[task] = {"started": now, "printed": now, "last": message}
-                if not message.rstrip().endswith("%"):
+                if not progress:
                     self._open[stream] = task
                 self.write(message)
                 return
             finished = message.rstrip().endswith("100%")
-            stream = _stream(task)
-            if message.rstrip().endswith("%") and self._open.get(stream) == task:
+            if progress and self._open.get(stream) == task:
                 del self._open[stream]  # its 100% line will say how long it took; no second duration
             if message == state["last"] or (now - state["printed"] < self.interval_s and not finished):
                 return
