@@ -312,3 +312,23 @@ def test_cli_formats(prepared, format_store, tmp_path):
 
     bad = run("--preset", SMOLLM2, "--main-format", "int3")
     assert bad.returncode == 2 and "invalid choice: 'int3'" in bad.stderr
+
+
+def test_the_numpy_unpacking_equals_the_cpu_plugins_evaluation_bit_for_bit(smollm2_ir):
+    """The fast path (numpy) against the slow one (OpenVINO's CPU plugin computing each subgraph)."""
+    import numpy as np
+    import openvino as ov
+    from openvino import opset13 as ops
+
+    model = read(smollm2_ir)
+    outputs = formats._weight_outputs(model)
+    fast = {i: formats._block_value(out) for i, out in enumerate(outputs)}
+    assert all(v is not None for v in fast.values()), "the GGUF reader's layout was not recognised"
+    sample = list(range(0, len(outputs), 10))
+    probe = ov.Model([ops.result(outputs[i]) for i in sample], [], "probe")
+    request = ov.Core().compile_model(probe, "CPU", {"INFERENCE_PRECISION_HINT": "f32"}).create_infer_request()
+    request.infer()
+    for j, i in enumerate(sample):
+        expected = request.get_output_tensor(j).data.astype(np.float16)
+        assert fast[i].shape == expected.shape
+        assert np.array_equal(fast[i].view(np.uint16), expected.view(np.uint16)), f"weight {i} differs"
