@@ -130,6 +130,8 @@ def test_prediction_with_overhead_by_hand():
     # A fitted line that dips below zero adds nothing, never a negative cost.
     assert cost_model.predict(verify, 0.010, [runs], 1, (-0.02, 0.001))["step_s"] == pytest.approx(0.010 + 0.032)
     assert cost_model.overhead_ks(8) == (1, 2, 6) and cost_model.overhead_ks(3) == (1, 2)
+    # the launch plan times only the line: two K, still two when K is small
+    assert cost_model.overhead_ks(8, with_k1=False) == (2, 6) and cost_model.overhead_ks(3, with_k1=False) == (1, 2)
     # Real steps took 9+1·K ms beyond a model of 20+10·K ms at K=2 and K=6; K=1 (2 ms, off
     # the line) does not bend it.
     assert cost_model.fit_overhead({6: 0.080 + 0.015, 1: 0.030 + 0.002, 2: 0.040 + 0.011},

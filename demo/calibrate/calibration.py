@@ -70,7 +70,8 @@ class Plan:
     fresh machine before it says Ready: acceptance from the first main format's answers
     only (the others' agree within a few %: 95 % against 93 % on the embedded pair),
     sparse curves everywhere, fewer rounds, and a real pipeline timed on one prompt, over
-    its first `overhead_new_tokens` tokens (enough steps at every K; half the time of 128)."""
+    its first `overhead_new_tokens` tokens (enough steps at every K; half the time of 128)
+    and only at the two K its overhead line goes through (K=1 then follows the line)."""
 
     name: str
     sparse_fair: bool = False
@@ -79,11 +80,12 @@ class Plan:
     draft_repeats: int = DRAFT_REPEATS
     overhead_prompts: Optional[int] = None   # None: all the calibration prompts
     overhead_new_tokens: Optional[int] = None  # None: as many as the acceptance answers
+    overhead_at_k1: bool = True  # also time K=1 itself, which can sit off the line
 
 
 FULL = Plan("full")
 LAUNCH = Plan("launch", sparse_fair=True, repeats=3, acceptance_per_main=False, draft_repeats=8, overhead_prompts=1,
-              overhead_new_tokens=48)
+              overhead_new_tokens=48, overhead_at_k1=False)
 
 
 def launch_formats(isa_flags: Sequence[str]) -> tuple[list[str], list[str]]:
@@ -222,7 +224,7 @@ def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMA
     # Per mode: the model's best configuration runs in a real pipeline, which gives the
     # overhead per step the model lacks; every configuration is then predicted with it.
     candidates, choice, overheads = [], {}, {}
-    ks = overhead_ks(k_max)
+    ks = overhead_ks(k_max, plan.overhead_at_k1)
     for mode, n in threads.items():
         first = max(fitting(candidates_for(mode, (0.0, 0.0))), key=lambda c: c["speculative_tok_s"])
         pair = (first["main_format"], first["draft_format"])

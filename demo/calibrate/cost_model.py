@@ -84,12 +84,14 @@ def pick_among_fastest(fitting: Sequence[dict]) -> dict:
     return max(near, key=lambda c: (c["speculative_tok_s"] / c["baseline_tok_s"], c["speculative_tok_s"]))
 
 
-def overhead_ks(k_max: int) -> tuple[int, ...]:
-    """The K a real pipeline is timed at: 1, and the two its overhead line goes through
-    (1, 2, 6 for K up to 8). K=1's own step is kept: on the Zen 4 EPYC it sat 20 % below the
-    line through 2 and 6, which fits K=2..6 within 1 % (scripts/step_by_k.py)."""
+def overhead_ks(k_max: int, with_k1: bool = True) -> tuple[int, ...]:
+    """The K a real pipeline is timed at: the two its overhead line goes through, and 1
+    unless `with_k1` is False (1, 2, 6 for K up to 8). K=1's own step is worth timing: on the
+    Zen 4 EPYC it sat 20 % below the line through 2 and 6, which fits K=2..6 within 1 %
+    (scripts/step_by_k.py)."""
     lo = max(1, k_max // 4)
-    return tuple(sorted({1, lo, max(lo + 1, 3 * k_max // 4)}))
+    line = (lo, max(lo + 1, 3 * k_max // 4))
+    return tuple(sorted({1, *line} if with_k1 else line))
 
 
 def fit_overhead(measured_step_s: dict, predicted_step_s: Callable[[int], float]) -> tuple[float, float]:
