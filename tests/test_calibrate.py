@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from demo.calibrate import calibration, cost_model, measure
+from demo.calibrate import calibration, cost_model, measure, report
 from demo.core.errors import DemoError
 from demo.models import calibration_store
 
@@ -240,12 +240,12 @@ def test_choice_is_scored_against_a_measured_sweep():
 
     sweep = {"aggregates": [agg("int8/gguf", 3, 38.0), agg("int8/gguf", 5, 36.0), agg("f16/int8", 4, 20.0),
                             agg("int8/gguf", 5, 99.0, mode="race")]}
-    lines = calibration.against_sweep(result, sweep, "fair")
+    lines = report.against_sweep(result, sweep, "fair")
     assert "calibrated choice int8/gguf K=5: 36.0 tok/s = 0.95× the sweep's best (int8/gguf K=3, 38.0)" in lines[-1]
     assert any("f16/int8 K=4: measured  20.0, not calibrated" in line for line in lines)
     assert any("int8/gguf K=3: measured  38.0, predicted  33.0 (0.87×)" in line for line in lines)
     with pytest.raises(DemoError, match="no race-mode draft configurations"):
-        calibration.against_sweep(result, {"aggregates": sweep["aggregates"][:3]}, "race")
+        report.against_sweep(result, {"aggregates": sweep["aggregates"][:3]}, "race")
 
 
 def test_startup_calibrates_once_then_loads_the_chosen_formats(session_store, smollm2_ir, tmp_path, monkeypatch):

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Callable, ContextManager
 
 from . import calibration
+from .report import summary_lines
 
 
 class LaunchCalibrator:
@@ -31,4 +32,4 @@ class LaunchCalibrator:
         return calibration.calibrate(preset, store, report=report, slot=slot, **self.plan())
 
     def summary_lines(self, result: dict) -> list[str]:
-        return calibration.summary_lines(result)
+        return summary_lines(result)
