@@ -69,3 +69,11 @@ def answer(args, send):
 
 def fail(args, send):
     raise ValueError("a Python error in the child")
+
+
+def pid_then_sleep(args, send):
+    import os
+    import time
+
+    send(str(os.getpid()))
+    time.sleep(3600)

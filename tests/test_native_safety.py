@@ -56,6 +56,34 @@ def test_cancel_kills_the_child_at_once():
         isolation.run(f"{STAND_INS}:sleep_forever", {}, what="x", cancel=stop, timeout_s=60)
 
 
+def test_a_child_dies_with_its_parent(tmp_path):
+    """An app killed with -9 leaves no measurement running on a core."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    script = ("import sys; from demo.core import isolation\n"
+              f"isolation.run('{STAND_INS}:pid_then_sleep', {{}}, what='x', "
+              "on_message=lambda m: print(m, flush=True))\n")
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
+                              cwd=str(isolation.ROOT))
+    child = int(parent.stdout.readline())
+    os.kill(parent.pid, signal.SIGKILL)
+    parent.wait()
+    for _ in range(100):  # a hang guard: the kernel kills it at once
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            return
+        if Path(f"/proc/{child}/stat").read_text().split()[2] == "Z":
+            return  # dead, waiting to be reaped by init
+        time.sleep(0.1)
+    os.kill(child, signal.SIGKILL)
+    pytest.fail("the child outlived its parent by 10 s")
+
+
 # -- the app: a crashing configuration is skipped, recorded, never tried again -----------
 
 @pytest.fixture

@@ -35,6 +35,7 @@ from ..core.machine import machine_info, versions
 from ..core.metrics import compare
 from ..core.settings import GenerationSettings, PipelineOptions, cpu_cores, race_threads
 from ..core.streaming import BASELINE, SPECULATIVE
+from ..core.files import write_atomic
 
 MODES = ("sequential", "race")
 MODE_ALIASES = {"sequential": "sequential", "fair": "sequential", "race": "race"}
@@ -465,10 +466,7 @@ def format_table(result: dict) -> str:
 
 
 def write_json(result: dict, path: Path) -> None:
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    write_atomic(path, json.dumps(result, indent=1) + "\n")
 
 
 def _plot_classes(left, aggs, modes, methods) -> None:

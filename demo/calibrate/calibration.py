@@ -43,6 +43,7 @@ from ..core.errors import DemoError
 from ..models.calibration_store import CALIBRATION_VERSION, cache_path, fingerprint, stages_path
 from .cost_model import overhead_ks, pick_among_fastest, predict
 from .measure import DRAFT_REPEATS, PREFIX_TOKENS, REPEATS, others_busy, sparse_points
+from ..core.files import write_atomic
 
 DEFAULT_K_MAX = 8
 DEFAULT_MAIN_FORMATS = ("gguf", "int8", "int4_sym", "f16")
@@ -273,11 +274,7 @@ def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMA
         # Configurations that crashed OpenVINO on this machine, skipped (demo.engine.safety).
         "skipped": stages.skipped(list(folders.values())),
     }
-    path = cache_path(store, preset.name, fp)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(result, indent=1))
-    tmp.replace(path)
+    path = write_atomic(cache_path(store, preset.name, fp), json.dumps(result, indent=1))
     stages.finish()
     result["path"] = str(path)
     return result

@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import os
 import threading
 from pathlib import Path
 from typing import Callable, ContextManager, Optional
@@ -25,6 +24,7 @@ from ..core import isolation
 from ..core.errors import DemoError
 from ..engine.safety import CRASHES, WORKS, NativeConfig, SafetyRecord
 from . import cost_model, measure
+from ..core.files import write_atomic
 
 NATIVE = "@native "   # a child's message announcing the configuration it is about to compile
 MAX_CRASHES_PER_STAGE = 4
@@ -185,10 +185,7 @@ class StageRunner:
                         "to see which configurations work on this CPU.")
 
     def _save(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps({"identity": self.identity, "stages": self.done}))
-        tmp.replace(self.path)
+        write_atomic(self.path, json.dumps({"identity": self.identity, "stages": self.done}))
 
     def finish(self) -> None:
         """The calibration is saved whole: its stages are no longer needed."""

@@ -72,7 +72,8 @@ def run(target: str, args: dict, *, what: str, timeout_s: Optional[float] = None
     log = tempfile.TemporaryFile(mode="w+b")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     try:
-        child = subprocess.Popen([sys.executable, "-m", "demo.core.isolation", target, str(write_fd), str(nice)],
+        child = subprocess.Popen([sys.executable, "-m", "demo.core.isolation", target, str(write_fd), str(nice),
+                                  str(os.getpid())],
                                  stdin=subprocess.PIPE, stdout=log, stderr=log, pass_fds=(write_fd,),
                                  start_new_session=True, env=env, cwd=str(ROOT))
     finally:
@@ -143,7 +144,21 @@ def _last_line(log) -> str:
     return f": {lines[-1][:200]}" if lines else ""
 
 
-def _child_main(target: str, fd: int, nice: int) -> None:
+def _die_with_parent(parent: int) -> None:
+    """Linux: the kernel kills this child when its parent dies (kill -9, a crash), so an app
+    that is gone never leaves a measurement keeping a core busy for minutes."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1: PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux: the parent's finally still kills it
+        return
+    if os.getppid() != parent:  # it died before prctl took effect
+        os._exit(1)
+
+
+def _child_main(target: str, fd: int, nice: int, parent: int) -> None:
+    _die_with_parent(parent)
     if nice:
         os.nice(nice)
     out = os.fdopen(fd, "w", buffering=1)
@@ -168,4 +183,4 @@ def _child_main(target: str, fd: int, nice: int) -> None:
 
 
 if __name__ == "__main__":
-    _child_main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]))
+    _child_main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]))

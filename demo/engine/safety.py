@@ -11,7 +11,6 @@ for every format × thread count of a preset and prints the table.
 from __future__ import annotations
 
 import json
-import os
 import threading
 import time
 from dataclasses import dataclass
@@ -20,6 +19,7 @@ from typing import Callable, Optional
 
 from ..core.errors import DemoError
 from ..core.isolation import NativeCrash, run
+from ..core.files import write_atomic
 
 SMOKE_TIMEOUT_S = 300   # compile + a 100-token prefill: a minute for an f16 1.5B on one slow core
 TOO_SLOW_MS = 2000      # per token: no visitor waits for that; doctor says so (still usable)
@@ -79,10 +79,7 @@ class SafetyRecord:
             data[config.key] = {"status": status, "detail": detail, "role": config.role,
                                 "format": config.weight_format, "threads": config.threads,
                                 "ms_per_token": ms_per_token, "at": time.time()}
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = self.path.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_text(json.dumps(data, indent=1))
-            tmp.replace(self.path)
+            write_atomic(self.path, json.dumps(data, indent=1))
 
     def crashes(self, folders: Optional[list] = None) -> dict:
         """{key: entry} of every configuration that crashed here (of these model folders)."""

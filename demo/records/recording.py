@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from ..core.errors import DemoError
 from ..core.settings import MAX_NEW_TOKENS_LIMIT, MAX_PROMPT_CHARS
+from ..core.files import write_atomic
 
 FORMAT = "speculative-arena-recording"
 VERSION = 1
@@ -194,12 +195,7 @@ def dumps(rec: Recording) -> bytes:
 
 
 def save(rec: Recording, path: Path) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(dumps(rec))
-    tmp.replace(path)
-    return path
+    return write_atomic(path, dumps(rec))
 
 
 # -- reading untrusted files --------------------------------------------------------------

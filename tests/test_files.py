@@ -1,0 +1,32 @@
+"""demo.core.files.write_atomic: readers see the old file or the new one, never a mix."""
+
+import threading
+
+import pytest
+
+from demo.core.files import write_atomic
+
+
+def test_it_writes_text_and_bytes_and_makes_the_folder(tmp_path):
+    assert write_atomic(tmp_path / "a" / "b.json", "{}\n").read_text() == "{}\n"
+    assert write_atomic(tmp_path / "c.bin", b"\x00\x01").read_bytes() == b"\x00\x01"
+
+
+def test_writers_in_threads_each_leave_a_whole_file_and_no_temporary(tmp_path):
+    path = tmp_path / "shared.txt"
+    bodies = [str(i) * 100_000 for i in range(8)]
+    threads = [threading.Thread(target=write_atomic, args=(path, body)) for body in bodies]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert path.read_text() in bodies
+    assert [p.name for p in tmp_path.iterdir()] == ["shared.txt"]
+
+
+def test_a_failed_write_keeps_the_old_file_and_removes_its_temporary(tmp_path):
+    path = write_atomic(tmp_path / "x.txt", "old")
+    with pytest.raises(TypeError):
+        write_atomic(path, 42)  # neither text nor bytes
+    assert path.read_text() == "old"
+    assert [p.name for p in tmp_path.iterdir()] == ["x.txt"]
