@@ -350,3 +350,36 @@ def test_a_main_format_that_cannot_win_is_not_measured_further():
     assert not cost_model.dominated([0.045] * 5, mains, drafts, runs, 4)   # close enough to win
     assert not cost_model.dominated([0.030] + [0.500] * 4, mains, drafts, runs, 4)  # fastest alone
     assert not cost_model.dominated(slow, {}, drafts, {}, 4)
+
+
+def test_the_early_conversion_waits_for_the_pairs_own_ir_then_unpacks_the_main_to_f16(smollm2_ir, tmp_path, presets):
+    """LaunchCalibrator.convert_early: nothing until the gguf IR is on disk, then the f16
+    folder every compressed launch format is made from; a stop while waiting converts nothing."""
+    import os
+    import shutil
+    import threading
+
+    from demo.calibrate.launch import LaunchCalibrator
+    from demo.models.sources import ModelStore
+
+    preset = presets.get("smollm2-self-draft")
+    store = ModelStore(tmp_path / "cache")
+    stop = threading.Event()
+    waiting = threading.Thread(target=LaunchCalibrator().convert_early, args=(preset, store, lambda m: None, stop))
+    waiting.start()
+    waiting.join(timeout=2.5)  # it polls once a second: still waiting, nothing converted
+    assert waiting.is_alive() and store.ready_path(preset.main, "f16") is None
+    stop.set()
+    waiting.join(timeout=30)
+    assert not waiting.is_alive() and store.ready_path(preset.main, "f16") is None
+
+    messages = []
+    stop = threading.Event()
+    early = threading.Thread(target=LaunchCalibrator().convert_early, args=(preset, store, messages.append, stop))
+    early.start()
+    staged = tmp_path / "staged"  # published whole, as the pair's prepare does
+    shutil.copytree(smollm2_ir, staged, copy_function=os.link)
+    staged.rename(store.folder_for(preset.main, "gguf"))
+    early.join(timeout=600)
+    assert store.ready_path(preset.main, "f16") is not None, messages
+    assert store.prepared_formats(preset.main) == ["gguf", "f16"]

@@ -7,10 +7,15 @@ calibrates (calibration.launch_formats) with the launch plan (calibration.LAUNCH
 
 from __future__ import annotations
 
+import threading
 from typing import Callable, ContextManager
 
+from ..models import formats
+from ..models.sources import has_formats
 from . import calibration
 from .report import summary_lines
+
+EARLY_POLL_S = 1.0  # how often the early conversion looks for the pair's own IR
 
 
 class LaunchCalibrator:
@@ -22,6 +27,18 @@ class LaunchCalibrator:
 
         main, draft = calibration.launch_formats(machine_info()["isa_flags"])
         return {"main_formats": main, "draft_formats": draft, "plan": calibration.LAUNCH}
+
+    def convert_early(self, preset, store, report: Callable[[str], None], stop: threading.Event) -> None:
+        """Unpack the main model's GGUF weights to f16 (numpy, one core, low priority) as soon
+        as the pair's own IR is on disk, when a launch format is made from f16: on 2 cores the
+        pair's prepare and load leave one idle most of the time. The compression itself
+        (NNCF, every core) waits until the pair is warm (prepare_candidates)."""
+        if not has_formats(preset.main) or not any("f16" in formats.chain(f) for f in self.plan()["main_formats"]):
+            return
+        while store.ready_path(preset.main, formats.DEFAULT_FORMAT) is None:
+            if stop.wait(EARLY_POLL_S):
+                return
+        calibration.prepare_candidates(preset, store, ["f16"], [], report=report, stop=stop)
 
     def prepare_candidates(self, preset, store, report: Callable[[str], None]) -> None:
         plan = self.plan()

@@ -56,6 +56,10 @@ class Calibrator(Protocol):
     app hands it in, so the engine never imports the calibration that runs above it.
     """
 
+    def convert_early(self, preset, store, report: Callable[[str], None], stop: threading.Event) -> None:
+        """Start converting, while the default pair prepares and loads, what the calibration
+        will measure and costs a visitor nothing (single-threaded, low priority)."""
+
     def prepare_candidates(self, preset, store, report: Callable[[str], None]) -> None:
         """Convert the weight formats the calibration will measure (no quiet machine needed)."""
 
@@ -365,6 +369,12 @@ class Arena:
         Progress goes to `report` (the terminal) and to self.startup (the page polls it).
         """
         request = RaceRequest(prompt="warm-up", preset=self.presets.default)
+        preset = self.presets.get(request.preset)
+        early, give_up = None, threading.Event()  # give_up: the pair failed to prepare
+        if calibrator is not None and preset.draft is not None and load_cached(self.store, preset) is None:
+            early = threading.Thread(target=self._convert_early, args=(calibrator, preset, report, give_up),
+                                     name="startup-early-conversion", daemon=True)
+            early.start()
 
         def body():
             self.startup.update("preparing", "preparing the default model pair")
@@ -380,10 +390,12 @@ class Arena:
                         self.startup.update("preparing", message)
                         report(message)
             except DemoError as e:
+                give_up.set()
                 self.startup.update("failed", str(e))
                 report(f"error: {e}")
                 return
             except Exception as e:  # a bug must not leave the page saying "preparing" forever
+                give_up.set()
                 self.startup.update("failed", f"Preparing failed unexpectedly ({type(e).__name__}: {e}); "
                                               "see the terminal, then restart the app.")
                 report(f"error: {e!r}")
@@ -394,6 +406,13 @@ class Arena:
         t = threading.Thread(target=body, name="startup-warmup", daemon=True)
         t.start()
         return t
+
+    def _convert_early(self, calibrator: Calibrator, preset, report: Callable[[str], None],
+                       stop: threading.Event) -> None:
+        try:
+            calibrator.convert_early(preset, self.store, lambda m: report(f"calibrating: {m}"), stop)
+        except DemoError as e:  # the calibration's own prepare tries again and says why
+            report(f"calibrating: converting early did not work ({e}); it is tried again later")
 
     def _calibrate_once(self, request: RaceRequest, report: Callable[[str], None], calibrator: Calibrator) -> bool:
         """Calibrate the default preset on this machine unless a result is cached (True if
