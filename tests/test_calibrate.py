@@ -365,7 +365,8 @@ def test_the_early_conversion_waits_for_the_pairs_own_ir_then_unpacks_the_main_t
     preset = presets.get("smollm2-self-draft")
     store = ModelStore(tmp_path / "cache")
     stop = threading.Event()
-    waiting = threading.Thread(target=LaunchCalibrator().convert_early, args=(preset, store, lambda m: None, stop))
+    waiting = threading.Thread(target=LaunchCalibrator().convert_early, args=(preset, store, lambda m: None, stop),
+                               daemon=True)
     waiting.start()
     waiting.join(timeout=2.5)  # it polls once a second: still waiting, nothing converted
     assert waiting.is_alive() and store.ready_path(preset.main, "f16") is None
@@ -375,10 +376,12 @@ def test_the_early_conversion_waits_for_the_pairs_own_ir_then_unpacks_the_main_t
 
     messages = []
     stop = threading.Event()
-    early = threading.Thread(target=LaunchCalibrator().convert_early, args=(preset, store, messages.append, stop))
+    early = threading.Thread(target=LaunchCalibrator().convert_early, args=(preset, store, messages.append, stop),
+                             daemon=True)
     early.start()
     staged = tmp_path / "staged"  # published whole, as the pair's prepare does
     shutil.copytree(smollm2_ir, staged, copy_function=os.link)
+    store.folder_for(preset.main, "gguf").parent.mkdir(parents=True, exist_ok=True)
     staged.rename(store.folder_for(preset.main, "gguf"))
     early.join(timeout=600)
     assert store.ready_path(preset.main, "f16") is not None, messages
