@@ -22,6 +22,8 @@ from . import checks, render
 from .lanes import TITLES, Throttle
 
 MAX_ASSISTANT_TOKENS = 16
+STOPPED = ("⏹ Stopped. What each side wrote so far stays in its own history; send the next message, or press "
+           "New chat.")
 
 
 def method_of(arena, preset: str) -> str:
@@ -109,7 +111,7 @@ def build(arena, race_handlers: int) -> None:
         "remembers its own answers, so each is sent its own conversation so far, in the model's chat "
         f"template. A chat holds {chat.MAX_TURNS} turns and at most {chat.MAX_CHAT_TOKENS:,} tokens per side.")
     gr.Markdown(chat.kv_reuse(PipelineOptions(), method), elem_id="chat-kv-reuse")
-    conversation = gr.State(chat.Conversation)  # one per visitor, made when the page loads
+    conversation = gr.State(lambda: chat.Conversation())  # one per visitor, made when the page loads
     with gr.Row():
         message = gr.Textbox(label="Message", lines=2, max_length=MAX_PROMPT_CHARS, elem_id="chat-input",
                              placeholder="Say something to both models", scale=5)
@@ -118,6 +120,7 @@ def build(arena, race_handlers: int) -> None:
             stop = gr.Button("Stop", variant="stop", elem_id="chat-stop")
             new = gr.Button("New chat", elem_id="chat-new", size="sm")
     status = gr.Markdown("", elem_id="chat-status")
+    gr.HTML(render.LEGEND_HTML)
     with gr.Row():
         panes, stats = {}, {}
         for side in SIDES:
@@ -171,7 +174,7 @@ def build(arena, race_handlers: int) -> None:
                       concurrency_limit=race_handlers, concurrency_id="race")
     submitted = message.submit(send_turn, inputs, outputs, api_visibility="private", preprocess=False,
                                concurrency_limit=race_handlers, concurrency_id="race")
-    stop.click(None, None, None, cancels=[sent, submitted])
+    stop.click(lambda: STOPPED, None, status, cancels=[sent, submitted], api_visibility="private", queue=False)
 
     def new_chat():
         fresh = chat.Conversation()
