@@ -60,7 +60,7 @@ def chat_runs(engine_runs, side, last_message):
 
 
 def test_a_two_turn_chat_streams_both_panes_at_once_and_stop_freezes_both(page, engine_runs):
-    page.locator(".label-wrap", has_text="Settings").last.click()  # the chat's settings accordion
+    page.click("#chat-settings .label-wrap")  # open the chat's settings
     set_slider(page, "chat-max-new-tokens", 32)
     send(page, FIRST)
     page.wait_for_function("() => document.querySelector('#chat-status')?.innerText.includes('Turn 1 done')",

@@ -108,7 +108,7 @@ class Booth:
         from . import chat_tab, recordings_tab, scoreboard_tab, three_way_tab
 
         with gr.Tab("Chat", id="chat"):
-            chat_tab.build(arena, race_handlers)
+            chat_tab.build(arena, race_handlers, self.kiosk)
         with gr.Tab("Three-way race", id="three-way"):
             three_way_tab.build(arena, self, race_handlers)
         with gr.Tab("Recorded races", id="recordings"):

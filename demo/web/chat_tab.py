@@ -101,7 +101,7 @@ def _row(label: str, base: chat.Totals, spec: chat.Totals, attrs: str) -> str:
     return f"<tr {attrs}{data}>" + "".join(f"<td>{html.escape(c)}</td>" for c in cells) + "</tr>"
 
 
-def build(arena, race_handlers: int) -> None:
+def build(arena, race_handlers: int, kiosk: bool = False) -> None:
     names = list(arena.presets.presets)
     default = arena.presets.get(None).name
     method = method_of(arena, default)
@@ -129,7 +129,7 @@ def build(arena, race_handlers: int) -> None:
                 panes[side] = gr.HTML(pane_html(chat.Conversation(), side), elem_id=f"chat-{side}")
                 stats[side] = gr.HTML(render.stats_html(None), elem_id=f"chat-{side}-stats")
     turns = gr.HTML("", elem_id="chat-turns")
-    with gr.Accordion("Settings", open=False):
+    with gr.Accordion("Settings", open=False, visible=not kiosk, elem_id="chat-settings"):
         with gr.Row():
             preset = gr.Dropdown(names, value=default, label="Model pair (preset; New chat to change it)",
                                  elem_id="chat-preset")
@@ -138,12 +138,15 @@ def build(arena, race_handlers: int) -> None:
             k = gr.Slider(1, MAX_ASSISTANT_TOKENS, value=min(arena.default_assistant_tokens(default),
                                                              MAX_ASSISTANT_TOKENS),
                           step=1, label="Assistant tokens (guesses per step)", elem_id="chat-k")
-    outputs = [panes[BASELINE], panes["speculative"], stats[BASELINE], stats["speculative"], turns, status, message]
+    outputs = [panes[side] for side in SIDES] + [stats[side] for side in SIDES] + [turns, status, message]
 
-    def view(conv, status_text: str, placeholder: str = "", keep_message=gr.update()) -> list:
-        return [pane_html(conv, BASELINE, placeholder), pane_html(conv, "speculative", placeholder),
-                stats_html(conv, BASELINE), stats_html(conv, "speculative"), turns_html(conv), status_text,
-                keep_message]
+    def view(conv, status_text: str, placeholder: str = "", sides=SIDES, clear_message: bool = False) -> list:
+        """The outputs; only the panes in `sides` are re-rendered (on 2 cores every millisecond of
+        rendering is taken from the pipelines), and the message box is emptied only when asked."""
+        keep = gr.update()
+        return [pane_html(conv, side, placeholder) if side in sides else keep for side in SIDES] + \
+               [stats_html(conv, side) if side in sides else keep for side in SIDES] + \
+               [turns_html(conv), status_text, "" if clear_message else keep]
 
     def send_turn(text, preset_name, max_new_tokens, assistant_tokens, conv):
         try:
@@ -151,22 +154,29 @@ def build(arena, race_handlers: int) -> None:
         except DemoError as e:
             raise gr.Error(str(e), print_exception=False)
         stop_flag = threading.Event()
-        throttle = Throttle()
+        throttle, dirty, started = Throttle(), set(), False
         try:
             events = chat.run(arena, request, conv, stop_flag)
             try:
                 for event in events:
                     if isinstance(event, StatusEvent):
-                        yield view(conv, f"⏳ {event.message}", "waiting…")
-                    elif isinstance(event, (StartEvent, DoneEvent)) or throttle.ready():
-                        yield view(conv, f"Racing turn {len(conv.turns)}: both pipelines at once.", "thinking…", "")
+                        yield view(conv, f"⏳ {event.message}", "waiting…", sides=())
+                        continue
+                    dirty.add(event.side)
+                    if isinstance(event, (StartEvent, DoneEvent)) or throttle.ready():
+                        # The message box empties once, when the turn starts: what the visitor types
+                        # meanwhile stays for the next turn.
+                        yield view(conv, f"Racing turn {len(conv.turns)}: both pipelines at once.", "thinking…",
+                                   sides=tuple(dirty), clear_message=not started)
+                        dirty.clear()
+                        started = True
             finally:
                 events.close()
         except DemoError as e:
             raise gr.Error(str(e), print_exception=False)
         finally:
             stop_flag.set()  # Stop pressed, tab closed, or finished: stop both sides
-        yield view(conv, conv.full() or f"Turn {len(conv.turns)} done; send the next message.", "", "")
+        yield view(conv, conv.full() or f"Turn {len(conv.turns)} done; send the next message.")
 
     inputs = [message, preset, max_new, k, conversation]
     # preprocess=False: parse_inputs checks every raw value itself, as the race does.
@@ -178,7 +188,7 @@ def build(arena, race_handlers: int) -> None:
 
     def new_chat():
         fresh = chat.Conversation()
-        return [fresh] + view(fresh, "New chat: send a message.", "", "")
+        return [fresh] + view(fresh, "New chat: send a message.")
 
     new.click(new_chat, None, [conversation] + outputs, cancels=[sent, submitted], api_visibility="private",
               queue=False)
