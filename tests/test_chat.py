@@ -167,6 +167,11 @@ def test_per_turn_and_cumulative_speeds_by_hand():
         conv.turns.append(turn)
     first = chat.turn_stats(conv.turns[0])
     assert first[BASELINE].tokens_per_s == pytest.approx(5.0) and first[SPECULATIVE].tokens_per_s == pytest.approx(10.0)
+    failed = chat.Turn("c")  # a turn one side failed: half a comparison, left out of the totals
+    for r in (result(BASELINE, 1, 9.0, 9.5), result(SPECULATIVE, 50, 9.0, 10.0)):
+        failed.record(DoneEvent(r.side, r))
+    failed.results[BASELINE].error = "it broke"
+    conv.turns.append(failed)
     totals = chat.cumulative(conv)  # 40 tokens in 5 s against 40 in 2 s
     assert totals[BASELINE].tokens_per_s == pytest.approx(8.0)
     assert totals[SPECULATIVE].tokens_per_s == pytest.approx(20.0)
@@ -220,3 +225,25 @@ def test_a_two_turn_chat_sends_each_side_its_own_templated_conversation(session_
                 f"<|im_start|>user\nName another one.<|im_end|>\n<|im_start|>assistant\n") in text
         assert text == runners[side].template(conv.messages(side)[:-1])
     assert conv.tokens[BASELINE] > 0 and conv.full() is None
+
+
+def test_the_panes_show_both_sides_turns_as_text_with_each_turns_speed():
+    from demo.web import chat_tab
+
+    conv = chat.Conversation()
+    for user, base, spec in (("<script>alert(1)</script>", result(BASELINE, 10, 0.0, 2.0),
+                              result(SPECULATIVE, 10, 0.0, 1.0)),
+                             ("second", result(BASELINE, 30, 5.0, 8.0), result(SPECULATIVE, 30, 5.0, 6.0))):
+        turn = chat.Turn(user)
+        for r in (base, spec):
+            r.chunks[0] = Chunk(r.side, (0,), "<img src=x onerror=alert(1)>", "", r.chunks[0].t)
+            turn.record(DoneEvent(r.side, r))
+        conv.turns.append(turn)
+    for side in SIDES:
+        pane = chat_tab.pane_html(conv, side)
+        assert "<script" not in pane and "<img" not in pane
+        assert "&lt;script&gt;alert(1)&lt;/script&gt;" in pane and "&lt;img src=x onerror=alert(1)&gt;" in pane
+        assert pane.count('class="chat-turn"') == 2 and 'data-turns="2"' in pane
+    table = chat_tab.turns_html(conv)
+    assert "data-turn='1' data-speedup='2.0000'" in table and "data-turn='2' data-speedup='3.0000'" in table
+    assert "class='chat-total' data-speedup='2.5000'" in table
