@@ -26,7 +26,7 @@ from ..core import placement
 from ..core.errors import DemoError
 from ..core.metrics import SideStats, side_stats
 from ..core.settings import MAX_PROMPT_TOKENS, GenerationSettings, PipelineOptions
-from ..core.streaming import SIDES, SPECULATIVE, ChunkEvent, DoneEvent
+from ..core.streaming import SIDES, SPECULATIVE, ChunkEvent, DoneEvent, StartEvent
 from .arena import Arena, RaceRequest, validate_prompt
 from .race import race
 
@@ -58,7 +58,7 @@ class Turn:
             self.start[event.side] = event.result.start
             # The final chunks: the last may have gained a character still incomplete when it streamed.
             self.chunks[event.side] = list(event.result.chunks)
-        elif getattr(event, "t", None) is not None:  # StartEvent
+        elif isinstance(event, StartEvent):
             self.start[event.side] = event.t
 
     def stopped(self) -> bool:
