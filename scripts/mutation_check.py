@@ -322,6 +322,30 @@ MUTATIONS = [
         "speedup=speedup(b, s)",
         ("tests/test_race_logic.py::test_one_comparison_by_hand",),
     ),
+    Mutation(
+        "chat: one history for both sides",
+        "the speculative side is sent the baseline's earlier answers, so its turns are not its own",
+        "demo/engine/chat.py",
+        '{"role": "assistant", "content": turn.answer(side)}',
+        '{"role": "assistant", "content": turn.answer("baseline")}',
+        ("tests/test_chat.py::test_each_side_is_sent_its_own_history_of_the_same_user_turns",),
+    ),
+    Mutation(
+        "chat: no bound on turns",
+        "a visitor's conversation grows without end",
+        "demo/engine/chat.py",
+        "if len(self.turns) >= MAX_TURNS:",
+        "if False:",
+        ("tests/test_chat.py::test_a_chat_is_full_after_max_turns_and_says_so",),
+    ),
+    Mutation(
+        "race: one prompt for both sides of a chat turn",
+        "race() ignores the per-side prompts, so both sides get the baseline's history",
+        "demo/engine/race.py",
+        "mine = prompt[s] if isinstance(prompt, dict) else prompt",
+        'mine = prompt["baseline"] if isinstance(prompt, dict) else prompt',
+        ("tests/test_chat.py::test_each_side_is_sent_its_own_history_of_the_same_user_turns",),
+    ),
 ]
 
 

@@ -79,11 +79,17 @@ class _Streamer:
         return Streamer()
 
 
-def template(tokenizer, prompt: str) -> str:
-    """Apply the model's chat template when it has one (instruct models do)."""
-    if not tokenizer.chat_template:
-        return prompt
-    return tokenizer.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True)
+def template(tokenizer, prompt) -> str:
+    """Apply the model's chat template when it has one (instruct models do). `prompt` is the
+    race's text or a chat's messages ([{"role", "content"}], demo.engine.chat)."""
+    messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else list(prompt)
+    if not tokenizer.chat_template:  # a base model: the conversation as plain lines
+        return prompt if isinstance(prompt, str) else plain_transcript(messages)
+    return tokenizer.apply_chat_template(messages, add_generation_prompt=True)
+
+
+def plain_transcript(messages: list) -> str:
+    return "".join(f"{m['role'].capitalize()}: {m['content']}\n" for m in messages) + "Assistant:"
 
 
 def count_tokens(tokenizer, text: str) -> int:

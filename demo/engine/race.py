@@ -90,10 +90,11 @@ class _Workers:
         threading.Thread(target=body, name=name, daemon=True).start()
 
 
-def race(runners: dict, prompt: str, settings: GenerationSettings,
+def race(runners: dict, prompt, settings: GenerationSettings,
          stop: Optional[threading.Event] = None,
          on_finished: Optional[Callable[[], None]] = None) -> Iterator[Event]:
-    """Both sides at once. Closing the iterator (or setting `stop`) cancels both.
+    """Both sides at once. Closing the iterator (or setting `stop`) cancels both. `prompt` is
+    one for both, or {side: prompt} (a chat turn: each side has its own history).
 
     `on_finished` is called (from a worker thread) once both sides have returned, also when
     the iterator was closed early; closing itself never waits.
@@ -102,7 +103,8 @@ def race(runners: dict, prompt: str, settings: GenerationSettings,
     events: "queue.Queue[Event]" = queue.Queue()
     workers = _Workers(on_finished)
     for s in SIDES:
-        workers.start(f"race-{s}", lambda r=runners[s]: _run_side(r, prompt, settings, stop, events.put))
+        mine = prompt[s] if isinstance(prompt, dict) else prompt
+        workers.start(f"race-{s}", lambda r=runners[s], p=mine: _run_side(r, p, settings, stop, events.put))
     pending = set(SIDES)
     try:
         while pending:

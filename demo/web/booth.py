@@ -3,7 +3,7 @@ finished race leaves behind on the page: a scoreboard row and a recording to dow
 
 demo.web.ui calls, inside its race tab, `after_race = booth.race_tab(arena)` (a download button
 under the chart, and the hooks its race handler calls when a race starts and finishes),
-then `booth.add_tabs(arena, …)` for the Three-way, Recordings and Scoreboard tabs, and
+then `booth.add_tabs(arena, …)` for the Chat, Three-way, Recordings and Scoreboard tabs, and
 `booth.install_kiosk(demo, examples)` when the page runs as a kiosk.
 """
 
@@ -105,8 +105,10 @@ class Booth:
 
     # -- the other tabs and the kiosk ----------------------------------------------------------
     def add_tabs(self, arena, race_handlers: int) -> None:
-        from . import recordings_tab, scoreboard_tab, three_way_tab
+        from . import chat_tab, recordings_tab, scoreboard_tab, three_way_tab
 
+        with gr.Tab("Chat", id="chat"):
+            chat_tab.build(arena, race_handlers, self.kiosk)
         with gr.Tab("Three-way race", id="three-way"):
             three_way_tab.build(arena, self, race_handlers)
         with gr.Tab("Recorded races", id="recordings"):

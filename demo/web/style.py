@@ -22,6 +22,11 @@ CSS = f"""
 .scoreboard-plot {{ max-width: 100%; height: auto; }}
 .scoreboard-total {{ font-size: 16px; }}
 .scoreboard .problem, .replay-problem {{ color: #D55E00; }}
+.chat-pane {{ max-height: 40em; overflow-y: auto; }}
+.chat-pane .panel-text {{ min-height: 2em; max-height: none; }}
+.chat-turn {{ margin-bottom: 10px; }}
+.chat-user {{ padding: 4px 8px; margin-bottom: 4px; border-radius: 6px; background: var(--background-fill-secondary); white-space: pre-wrap; }}
+.chat-note {{ color: var(--body-text-color-subdued); font-size: 13px; }}
 
 .kiosk-mode footer {{ display: none !important; }}
 .kiosk-mode .gradio-container {{ max-width: 100% !important; padding: 8px 24px !important; }}

@@ -246,7 +246,7 @@ def build_demo(arena: Arena, bench_enabled: bool = True, booth: Optional[Booth] 
                               [method, use_threshold, threshold, exact, device_note],
                               api_visibility="private", queue=False)
 
-        booth.add_tabs(arena, RACE_HANDLERS)  # Three-way race, Recorded races, Scoreboard
+        booth.add_tabs(arena, RACE_HANDLERS)  # Chat, Three-way race, Recorded races, Scoreboard
         booth.install_kiosk(demo, default.examples)
         if bench_enabled:
             with gr.Tab("Benchmark", id="benchmark"):
