@@ -237,6 +237,21 @@ def request(prompt="Write a story.", **settings):
     return RaceRequest(prompt=prompt, settings=GenerationSettings(**settings))
 
 
+def test_a_replicas_journal_keeps_no_prompt_text():
+    # Issue 21: without --keep-prompts no visitor's prompt is stored, in the replica's journal neither.
+    runner = FakeRunner(BASELINE, [1, 1], delay_s=0.001)
+    worker = SideWorker(BASELINE, lambda req, status: runner, "node-a, 1 thread")
+    secret = "my secret question about my own medical history"
+
+    async def go():
+        return [e async for e in worker.run(request(prompt=secret, max_new_tokens=7))]
+
+    asyncio.run(asyncio.wait_for(go(), 10))
+    entry = worker.recent_runs()[-1]
+    assert secret not in repr(worker.recent_runs()) and "secret" not in repr(entry)
+    assert entry["prompt_chars"] == len(secret) and entry["max_new_tokens"] == 7
+
+
 def test_cancelling_a_replica_run_stops_the_runner_within_a_step():
     runner = FakeRunner(BASELINE, [1] * 500, delay_s=0.01)
     worker = SideWorker(BASELINE, lambda req, status: runner, "node-a, 1 thread")

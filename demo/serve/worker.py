@@ -50,7 +50,9 @@ class SideWorker:
         queue: asyncio.Queue = asyncio.Queue()
         stop = threading.Event()
         end = object()
-        entry = {"side": self.side, "prompt": request.prompt, "ran_on": self.ran_on, "chunks": [],
+        # No prompt text: a visitor's prompt is kept only where the operator asked (--keep-prompts).
+        entry = {"side": self.side, "prompt_chars": len(request.prompt or ""),
+                 "max_new_tokens": request.settings.max_new_tokens, "ran_on": self.ran_on, "chunks": [],
                  "stop_at": None, "cancelled": None, "error": None, "done_at": None}
         self._journal.append(entry)
 
