@@ -281,3 +281,16 @@ def test_scoreboard_sentences_name_no_path(tmp_path):
     with pytest.raises(ScoreboardError) as info:
         Scoreboard(blocker / "sub" / "s.sqlite").record([row()])
     assert str(tmp_path) not in str(info.value) and "/" not in str(info.value)
+
+
+def test_the_operator_exports_every_row_and_prompt_from_the_command_line(tmp_path, capsys):
+    from demo.records.__main__ import main
+
+    board = Scoreboard(tmp_path / "scoreboard.sqlite", keep_prompts=True)
+    board.record([row(i, prompt=f"visitor text {i}") for i in range(3)])
+    out = tmp_path / "all.csv"
+    assert main(["export-csv", str(out), "--cache-dir", str(tmp_path)]) == 0
+    got = list(csv.DictReader(open(out, newline="", encoding="utf-8")))
+    assert [r["prompt"] for r in got] == [f"visitor text {i}" for i in range(3)]
+    assert main(["export-csv", str(out), "--cache-dir", str(tmp_path / "nowhere")]) == 1
+    assert "There is no scoreboard at" in capsys.readouterr().err

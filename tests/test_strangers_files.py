@@ -12,6 +12,7 @@ import json
 import os
 import re
 import tempfile
+import time
 import urllib.error
 import urllib.request
 import uuid
@@ -210,3 +211,32 @@ def test_a_page_without_the_benchmark_tab_has_no_bench_endpoint(session_store, s
         # Gradio's own answer to an API name it does not know: a bare 500, and nothing runs.
         code, raw = post(demo.local_url + "gradio_api/call/bench", json.dumps({"data": bench_args()}).encode())
         assert code == 500 and raw == b"Internal Server Error", (code, raw[:200])
+
+
+# -- the download folders themselves ----------------------------------------------------------------
+
+def test_downloads_keep_at_most_keep_and_expire_by_age(tmp_path, monkeypatch):
+    from demo.web import files
+
+    d = files.Downloads("t", keep=3, max_age_s=60.0, root=lambda: tmp_path)
+    folders = []
+    for i in range(10):
+        folder = d.new_folder()
+        (folder / "f.txt").write_text("x" * 100)
+        folders.append(folder)
+    assert [f.exists() for f in folders] == [False] * 7 + [True] * 3
+    assert d.on_disk() == (3, 300) and len(list(tmp_path.iterdir())) == 3
+    now = time.time()
+    monkeypatch.setattr(files.time, "time", lambda: now + 61)  # ten minutes on, say: all are too old
+    d.expire()
+    assert d.on_disk() == (0, 0) and list(tmp_path.iterdir()) == []
+
+
+def test_without_keep_prompts_a_recording_stays_only_while_its_visitor_may_download_it():
+    from demo.web.booth import (KEEP_PRIVATE_RECORDINGS, KEEP_RECORDING_FILES, PRIVATE_RECORDING_S, Booth)
+
+    private = Booth().files.downloads
+    assert (private.keep, private.max_age_s) == (KEEP_PRIVATE_RECORDINGS, PRIVATE_RECORDING_S)
+    assert KEEP_PRIVATE_RECORDINGS <= 32 and PRIVATE_RECORDING_S <= 600
+    kept = Booth(keep_prompts=True).files.downloads
+    assert (kept.keep, kept.max_age_s) == (KEEP_RECORDING_FILES, None)
