@@ -178,6 +178,33 @@ def test_a_failing_side_shows_a_sentence_not_the_exception(page, monkeypatch, ca
     assert "bad magic 0xdeadbeef" in caplog.text  # the operator still has the details
 
 
+def test_skewed_races_do_not_move_the_default_standing_on_the_tab(page):
+    board = Scoreboard(page.cache / "scoreboard.sqlite")
+    default = dict(preset="smollm2-self-draft", method="draft", mode="race", prompt_class="example:smollm2-self-draft:0",
+                   baseline_tokens=128, speculative_tokens=128, baseline_tok_s=10.0, assistant_tokens=4,
+                   max_new_tokens=128, sampling=False)
+    board.record([RaceRecord(**default, speculative_tok_s=10 + i, speedup=1.0 + i / 10) for i in range(5)])
+
+    def tab_rows():
+        code, out = call_private(page, "<lambda>", [], output_id="scoreboard")
+        assert code == 200, out
+        return [dict(re.findall(r"data-(\w+)='([^']*)'", tr)) for tr in re.findall(r"<tr data-[^>]*>", out["data"][0])]
+
+    def default_row(rows):
+        return next(r for r in rows if r["class"] == default["prompt_class"]
+                    and r["config"] == "race · K 4 · greedy · 128 tokens")
+
+    before = default_row(tab_rows())
+    assert (before["count"], before["median"]) == ("5", "1.2000")
+    skew = [dict(max_new_tokens=1), dict(sampling=True), dict(assistant_tokens=16)]
+    board.record([RaceRecord(**{**default, **s}, speculative_tok_s=90.0, speedup=9.0) for s in skew for _ in range(50)])
+    rows = tab_rows()
+    assert default_row(rows) == before
+    configs = {r["config"]: r["count"] for r in rows if r["class"] == default["prompt_class"]}
+    assert configs == {"race · K 4 · greedy · 128 tokens": "5", "race · K 4 · greedy · other lengths": "50",
+                       "race · K 4 · sampled · 128 tokens": "50", "race · K 16 · greedy · 128 tokens": "50"}
+
+
 def test_the_scoreboard_tab_names_no_path_of_this_machine(page):
     db = page.cache / "scoreboard.sqlite"
     for p in page.cache.glob("scoreboard.sqlite*"):
