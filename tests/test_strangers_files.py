@@ -124,6 +124,27 @@ def test_export_clicks_leave_a_bounded_number_of_files_without_other_visitors_pr
     assert re.fullmatch(r"arena-scoreboard-[0-9a-f]{32}", newest.parent.name)
 
 
+def test_benchmark_results_from_the_page_are_bounded_and_name_no_path(page, monkeypatch):
+    from gradio_client import Client
+
+    from demo.web.ui import KEEP_BENCH_RESULTS
+    from tests import test_bench
+
+    monkeypatch.setattr(page.arena, "runners", lambda request, status=None: {
+        BASELINE: test_bench.FakeRunner(BASELINE), SPECULATIVE: test_bench.FakeRunner(SPECULATIVE)})
+    client = Client(page.local_url, verbose=False)
+    try:
+        handed = [client.predict(*bench_args(), api_name="/bench")[2] for _ in range(KEEP_BENCH_RESULTS + 2)]
+    finally:
+        client.close()
+    on_disk = [p for folder in (page.gradio_dir, page.temp_dir) for p in files_under(folder) if p.suffix == ".json"]
+    assert len(on_disk) <= KEEP_BENCH_RESULTS, f"{len(on_disk)} result files after {len(handed)} runs"
+    result = json.loads(Path(handed[-1]).read_text()) if Path(handed[-1]).exists() else json.loads(on_disk[-1].read_text())
+    assert len(result["samples"]) == 1
+    text = json.dumps(result)
+    assert str(page.cache) not in text and str(Path(page.cache).resolve()) not in text and '"/' not in text
+
+
 # -- numbers a JSON body can hold and a float cannot ------------------------------------------------
 
 NUMBERS = [
