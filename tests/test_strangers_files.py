@@ -137,7 +137,7 @@ def test_benchmark_results_from_the_page_are_bounded_and_name_no_path(page, monk
         handed = [client.predict(*bench_args(), api_name="/bench")[2] for _ in range(KEEP_BENCH_RESULTS + 2)]
     finally:
         client.close()
-    on_disk = [p for folder in (page.gradio_dir, page.temp_dir) for p in files_under(folder) if p.suffix == ".json"]
+    on_disk = [p for folder in (page.gradio_dir, page.temp_dir) for p in files_under(folder) if p.name == "bench.json"]
     assert len(on_disk) <= KEEP_BENCH_RESULTS, f"{len(on_disk)} result files after {len(handed)} runs"
     result = json.loads(Path(handed[-1]).read_text()) if Path(handed[-1]).exists() else json.loads(on_disk[-1].read_text())
     assert len(result["samples"]) == 1
