@@ -59,7 +59,7 @@ def class_label(klass: str, presets) -> str:
     return klass  # an example that models.yaml no longer has
 
 
-def plot_svg(groups: list, labels: list, width: int = 1040) -> str:
+def plot_svg(groups: list, labels: list, width: int = 1040, sublabels: Optional[list] = None) -> str:
     """One row per group: whiskers min–max, a box from the first to the third quartile, the
     median as a thick tick, up to MAX_DOTS quantiles as dots; a dashed line at 1×."""
     if not groups:
@@ -90,8 +90,13 @@ def plot_svg(groups: list, labels: list, width: int = 1040) -> str:
         y = top + row_h * i + row_h / 2
         colour = LOOKUP_COLOUR if g.method == "prompt_lookup" else SPEEDUP_COLOUR
         text = label if len(label) <= fits else label[:fits - 1] + "…"
-        out.append(f'<text x="{left - 8}" y="{y + 4:.1f}" font-size="12" text-anchor="end" fill="currentColor">'
-                   f'{esc(text)}</text>')
+        if sublabels:  # the configuration under the prompt, so a long prompt never hides it
+            out.append(f'<text x="{left - 8}" y="{y - 2:.1f}" font-size="12" text-anchor="end" fill="currentColor">'
+                       f'{esc(text)}</text><text x="{left - 8}" y="{y + 11:.1f}" font-size="10" text-anchor="end" '
+                       f'fill="#888">{esc(sublabels[i])}</text>')
+        else:
+            out.append(f'<text x="{left - 8}" y="{y + 4:.1f}" font-size="12" text-anchor="end" fill="currentColor">'
+                       f'{esc(text)}</text>')
         out.append(f'<line x1="{sx(g.speedups[0]):.1f}" y1="{y:.1f}" x2="{sx(g.speedups[-1]):.1f}" y2="{y:.1f}" '
                    f'stroke="{colour}" stroke-width="1"/>')
         q1, q3 = g.quantile(0.25), g.quantile(0.75)
@@ -126,7 +131,8 @@ def board_html(standings: Standings, presets) -> str:
     groups = standings.groups
     one_preset = len({g.preset for g in groups}) == 1
     labels = [("" if one_preset else f"{g.preset} · ") + f"{class_label(g.prompt_class, presets)} · "
-              f"{METHODS.get(g.method, g.method)} · {config_label(g)}" for g in groups]
+              f"{METHODS.get(g.method, g.method)}" for g in groups]
+    configs = [config_label(g) for g in groups]
     total = standings.total
     head = (f'<p class="scoreboard-total" data-total="{total}"><b>{total}</b> finished race'
             f'{"s" if total != 1 else ""} on the scoreboard'
@@ -146,7 +152,7 @@ def board_html(standings: Standings, presets) -> str:
             f"<td>{g.quantile(0.25):.2f}–{g.quantile(0.75):.2f}×</td>"
             f"<td>{g.speedups[0]:.2f}–{g.speedups[-1]:.2f}×</td></tr>")
     rows.append("</table>")
-    return f'<div class="scoreboard">{head}{plot_svg(groups, labels)}{"".join(rows)}</div>'
+    return f'<div class="scoreboard">{head}{plot_svg(groups, labels, sublabels=configs)}{"".join(rows)}</div>'
 
 
 def build(arena, booth, tab) -> None:
