@@ -288,3 +288,13 @@ def test_without_keep_prompts_a_recording_stays_only_while_its_visitor_may_downl
     assert KEEP_PRIVATE_RECORDINGS <= 32 and PRIVATE_RECORDING_S <= 600
     kept = Booth(keep_prompts=True).files.downloads
     assert (kept.keep, kept.max_age_s) == (KEEP_RECORDING_FILES, None)
+
+
+@pytest.mark.parametrize("value", [10**400, -10**400, 10**4000, float("inf"), float("nan"), True, "5", None])
+def test_every_numeric_check_refuses_any_value_with_its_sentence(value):
+    from demo.core.errors import DemoError
+    from demo.web import checks
+
+    for integer in (True, False):
+        with pytest.raises(DemoError, match="must be a (whole )?number from 1 to 16; reset it and try again"):
+            checks.number("assistant tokens", value, 1, 16, integer=integer)
