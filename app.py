@@ -17,6 +17,7 @@ from demo.core.errors import run_command
 from demo.core.quiet_log import QuietLog
 from demo.engine.arena import Arena
 from demo.web.booth import Booth
+from demo.web.files import MAX_UPLOAD_BYTES
 from demo.web.render import CSS
 from demo.web.style import CSS as BOOTH_CSS
 from demo.web.ui import THEME, build_demo
@@ -59,8 +60,9 @@ _terminal_progress = QuietLog(_print)
 
 
 def launch(demo, host="127.0.0.1", port=7860, share=False, **kwargs):
+    # max_file_size: Gradio keeps every upload on disk for an hour; the page only takes recordings.
     return demo.launch(server_name=host, server_port=port, share=share, theme=THEME, css=CSS + BOOTH_CSS,
-                       show_error=False, **kwargs)
+                       show_error=False, max_file_size=MAX_UPLOAD_BYTES, **kwargs)
 
 
 def main(argv=None) -> int:

@@ -333,3 +333,32 @@ def test_a_format_sweep_plots_one_line_per_pair(presets, tmp_path, monkeypatch):
     monkeypatch.undo()
     bench.write_plot(result, tmp_path / "formats.png")
     assert (tmp_path / "formats.png").read_bytes().startswith(PNG_MAGIC)
+
+
+def _strings(value):
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield from _strings(k)
+            yield from _strings(v)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            yield from _strings(v)
+
+
+def test_the_json_names_no_model_path_of_this_machine(presets, tmp_path):
+    # The Benchmark tab hands this JSON to visitors: no folder of this machine in it (issue 21).
+    from demo.models.presets import LocalSource
+
+    secret = "/home/operator/secret-models/main-ir"
+    local = presets.presets[SMOLLM2].model_copy(update={"main": LocalSource(source="local", path=secret)})
+    with_local = presets.model_copy(update={"presets": {**presets.presets, SMOLLM2: local}})
+    result = bench.run_bench(SMOLLM2, modes=["sequential"], assistant_tokens=[2], repeat=1, prompt_classes=["code"],
+                             limit_prompts=1, max_new_tokens=8, arena=FakeArena(with_local))
+    bench.write_json(result, tmp_path / "r.json")
+    text = (tmp_path / "r.json").read_text()
+    assert "/fake/" not in text and "secret-models" not in text
+    paths = [s for s in _strings(json.loads(text)) if s.startswith("/") or s.startswith("~")]
+    assert paths == []
+    assert result["preset"]["main"]["path"] == "main-ir" and result["preset"]["main_folder"] == "main"

@@ -145,7 +145,7 @@ def test_csv_export_matches_the_table_and_defuses_formulas(tmp_path):
     board = Scoreboard(tmp_path / "s.sqlite", keep_prompts=True)
     board.record([row(1, prompt="=HYPERLINK(\"http://x\")"), row(2, prompt="+1"), row(3, prompt="plain")])
     out = tmp_path / "s.csv"
-    assert board.export_csv(out) == 3
+    assert board.export_csv(out, for_operator=True) == 3
     with open(out, newline="") as f:
         got = list(csv.DictReader(f))
     db = read(board.path)
@@ -159,3 +159,138 @@ def test_prompt_class_is_decided_from_the_text():
     assert prompt_class("second", "p", examples) == "example:p:1"
     assert prompt_class("second ", "p", examples) == "visitor"
     assert prompt_class("edit", "p", examples, [("three-way", ["x", "edit"])]) == "three-way:1"
+
+
+# -- issue 21: the CSV guard, exports without other visitors' prompts, like with like --------
+
+NASTY = [
+    "=1+1", "+1", "-1", "@SUM(A1)", "\t=1", "\r=1", "\n=1", "\r\n@x", " =1", "\u3000=1", "  \n  -2",
+    "＝1+1", "＋cmd", "＠x", "x;=cmd|' /C calc'!A0", "x,=1", "x, +1", "x\n=1", "x\t@y", "x|-1",
+    "a；＝1", "a，＋1", 'x;"=1"', "x; \"  =1", "-", "=",
+]
+
+
+def _formula_starts(text: str) -> list[str]:
+    """Every place a spreadsheet could start a cell in `text` (its start, or after a character
+    some locale splits on), in NFKC form, without leading spaces and quotes, that is a formula."""
+    import re
+    import unicodedata
+
+    norm = unicodedata.normalize("NFKC", text)
+    pieces = re.split(r"[,;\t|\r\n]", norm)
+    return [p for p in pieces if p.lstrip(" \u3000\"")[:1] in ("=", "+", "-", "@")]
+
+
+@pytest.mark.parametrize("cell", NASTY)
+def test_csv_guard_defuses_every_place_a_formula_could_start(cell):
+    from demo.records.csv_export import csv_safe
+
+    safe = csv_safe(cell)
+    assert _formula_starts(cell), "this case no longer holds a formula start: it tests nothing"
+    assert _formula_starts(safe) == [], f"{cell!r} -> {safe!r}"
+    assert safe.replace("'", "") == cell.replace("'", "")  # defused by apostrophes only: the text is kept
+    if cell[:1] in ("\t", "\r", "\n", " ", "\u3000", "=", "＝", "+", "-", "@"):
+        assert safe.startswith("'"), f"{cell!r} -> {safe!r}: the apostrophe must come first"
+
+
+def test_the_written_file_holds_no_formula_under_any_delimiter(tmp_path):
+    board = Scoreboard(tmp_path / "s.sqlite", keep_prompts=True)
+    board.record([row(i, prompt=cell, cpu_model=cell) for i, cell in enumerate(NASTY)])
+    out = tmp_path / "s.csv"
+    board.export_csv(out, for_operator=True)
+    with open(out, newline="", encoding="utf-8") as f:
+        got = list(csv.DictReader(f))
+    assert [r["cpu_model"].replace("'", "") for r in got] == [c.replace("'", "") for c in NASTY]  # one cell each
+    for r in got:
+        assert _formula_starts(r["prompt"]) == [] and _formula_starts(r["cpu_model"]) == []
+    # Opened with another delimiter (`;`, tab), split naively: still no cell starts a formula.
+    raw = out.read_text(encoding="utf-8")
+    assert _formula_starts(raw.replace('"', "")) == []
+
+
+def test_the_page_export_holds_no_prompt_text_and_is_bounded(tmp_path, monkeypatch):
+    from demo.records import csv_export
+
+    board = Scoreboard(tmp_path / "s.sqlite", keep_prompts=True)
+    board.record([row(i, prompt=f"visitor secret {i}") for i in range(30)]
+                 + [row(99, prompt_class="example:p:0", prompt="An example")])
+    monkeypatch.setattr(csv_export, "PAGE_EXPORT_ROWS", 10)
+    monkeypatch.setattr("demo.records.scoreboard.PAGE_EXPORT_ROWS", 10)
+    out = tmp_path / "page.csv"
+    assert board.export_csv(out) == 10
+    text = out.read_text(encoding="utf-8")
+    assert "secret" not in text and "prompt" not in next(csv.reader(open(out, newline="")))
+    ids = [int(r["id"]) for r in csv.DictReader(open(out, newline=""))]
+    assert ids == list(range(22, 32))  # the newest ten, oldest first
+    full = tmp_path / "operator.csv"
+    assert board.export_csv(full, for_operator=True) == 31
+    assert "visitor secret 0" in full.read_text(encoding="utf-8")
+
+
+def _default(**kw):
+    return dict(prompt_class="example:p:0", assistant_tokens=4, max_new_tokens=128, sampling=False, **kw)
+
+
+def test_skewed_races_do_not_move_the_default_standing(tmp_path):
+    board = Scoreboard(tmp_path / "s.sqlite")
+    board.record([row(i, **_default()) for i in range(5)])  # speedups 1.0 .. 1.4
+    before = [g for g in board.standings().groups if g.count == 5]
+    assert len(before) == 1 and before[0].median == pytest.approx(1.2)
+    skew = []
+    for i in range(50):  # one token each, sampling at temperature 2, or K = 16: all "fast"
+        skew.append(row(i, speedup=9.0, **dict(_default(), max_new_tokens=1)))
+        skew.append(row(i, speedup=9.0, **dict(_default(), sampling=True)))
+        skew.append(row(i, speedup=9.0, **dict(_default(), assistant_tokens=16)))
+        skew.append(row(i, speedup=9.0, mode="fair", **_default()))
+        skew.append(row(i, speedup=9.0, **dict(_default(), assistant_tokens=None, confidence_threshold=0.9)))
+    board.record(skew)
+    groups = board.standings().groups
+    default = [g for g in groups if g.assistant_tokens == 4 and g.sampling is False and g.default_length
+               and g.mode == "race"]
+    assert len(default) == 1
+    assert default[0].count == 5 and default[0].median == pytest.approx(1.2)
+    assert len(groups) == 6 and groups[0] == default[0]  # the default configuration is listed first
+    assert {g.count for g in groups[1:]} == {50}
+
+
+def test_a_schema_1_file_gains_the_sampling_column(tmp_path):
+    path = tmp_path / "s.sqlite"
+    cols = [c for c in __import__("demo.records.scoreboard", fromlist=["COLUMNS"]).COLUMNS if c != "sampling"]
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        db.execute("CREATE TABLE races (id INTEGER PRIMARY KEY, " + ", ".join(cols) + ")")
+        db.execute("INSERT INTO races (preset, method, mode, prompt_class, baseline_tokens, speculative_tokens, "
+                   "baseline_tok_s, speculative_tok_s, speedup, created) VALUES ('p', 'draft', 'race', 'visitor', "
+                   "1, 1, 1.0, 2.0, 2.0, 1.0)")
+        db.execute("PRAGMA user_version = 1")
+        db.commit()
+    board = Scoreboard(path)
+    board.record([row(1, sampling=True)])
+    rows = read(path)
+    assert [r["sampling"] for r in rows] == [None, 1]
+    assert {g.sampling for g in board.standings().groups} == {None, True}
+
+
+def test_scoreboard_sentences_name_no_path(tmp_path):
+    path = tmp_path / "s.sqlite"
+    path.write_bytes(b"this is not a database at all" * 100)
+    with pytest.raises(ScoreboardError) as info:
+        Scoreboard(path).standings()
+    assert str(tmp_path) not in str(info.value) and "/" not in str(info.value)
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(ScoreboardError) as info:
+        Scoreboard(blocker / "sub" / "s.sqlite").record([row()])
+    assert str(tmp_path) not in str(info.value) and "/" not in str(info.value)
+
+
+def test_the_operator_exports_every_row_and_prompt_from_the_command_line(tmp_path, capsys):
+    from demo.records.__main__ import main
+
+    board = Scoreboard(tmp_path / "scoreboard.sqlite", keep_prompts=True)
+    board.record([row(i, prompt=f"visitor text {i}") for i in range(3)])
+    out = tmp_path / "all.csv"
+    assert main(["export-csv", str(out), "--cache-dir", str(tmp_path)]) == 0
+    got = list(csv.DictReader(open(out, newline="", encoding="utf-8")))
+    assert [r["prompt"] for r in got] == [f"visitor text {i}" for i in range(3)]
+    assert main(["export-csv", str(out), "--cache-dir", str(tmp_path / "nowhere")]) == 1
+    assert "There is no scoreboard at" in capsys.readouterr().err

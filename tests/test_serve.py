@@ -174,7 +174,7 @@ def test_stop_through_serve_reaches_both_pipelines_within_two_steps(client, aren
         deadline = time.time() + 30  # hang guard: a stopped run ends within a step
         while True:
             runs = [r for r in arena_on_ray.handle(name).recent_runs.remote().result(timeout_s=30)
-                    if r["prompt"] == STORY]
+                    if r["prompt_chars"] == len(STORY) and r["max_new_tokens"] == 1024]
             if runs and runs[-1]["done_at"] is not None or time.time() > deadline:
                 break
             time.sleep(0.05)

@@ -155,8 +155,8 @@ def run_bench(
         "preset": {
             "name": preset_obj.name,
             "description": preset_obj.description,
-            "main": preset_obj.main.model_dump(),
-            "draft": preset_obj.draft.model_dump() if preset_obj.draft is not None else None,
+            "main": _without_paths(preset_obj.main.model_dump()),
+            "draft": _without_paths(preset_obj.draft.model_dump()) if preset_obj.draft is not None else None,
             "assistant_tokens": preset_obj.assistant_tokens,
         },
         "settings": {
@@ -197,11 +197,10 @@ def run_bench(
             report(f"preparing models ({weights})")
             pair = arena.prepare(preset_obj.name, lambda m: report(f"preparing: {m}"), stop,
                                  main_format=fmt[0], draft_format=fmt[1])
-            result["preset"]["main_path"] = str(pair.main)
-            result["preset"]["draft_path"] = str(pair.draft) if pair.draft is not None else None
-            result["weights"][weights] = {"main_format": pair.main_format, "draft_format": pair.draft_format,
-                                          "main_path": str(pair.main),
-                                          "draft_path": str(pair.draft) if pair.draft is not None else None}
+            # The prepared folders by name only: the JSON is handed to visitors (the Benchmark tab).
+            folders = {"main_folder": pair.main.name, "draft_folder": pair.draft.name if pair.draft is not None else None}
+            result["preset"].update(folders)
+            result["weights"][weights] = {"main_format": pair.main_format, "draft_format": pair.draft_format, **folders}
             for mode in modes:
                 for method in methods:
                     runners = None  # let the cache drop the previous pair before loading the next
@@ -463,6 +462,16 @@ def format_table(result: dict) -> str:
     if result["interrupted"]:
         out.append(f"interrupted: {len(result['samples'])} sample(s) measured before the stop")
     return "\n".join(out)
+
+
+def _without_paths(model: dict) -> dict:
+    """A preset's model as models.yaml says it, with a file or folder on this machine by name only."""
+    out = dict(model)
+    for key in ("path", "repo"):
+        value = out.get(key)
+        if isinstance(value, str) and (key == "path" or Path(value).is_absolute()):
+            out[key] = Path(value).name
+    return out
 
 
 def write_json(result: dict, path: Path) -> None:

@@ -32,3 +32,23 @@ def run_command(body, interrupted: str = "stopped") -> int:
     except KeyboardInterrupt:
         print(f"\n{interrupted}", file=sys.stderr)
         return 130
+
+
+# What a visitor reads in place of a bug's text: exception names, messages and paths are
+# internals; the traceback goes to the server log for the operator.
+UNEXPECTED = "an unexpected error stopped it (the operator finds the details in the server log)"
+
+
+def unexpected(what: str, e: BaseException) -> str:
+    """Log a bug in `what` with its traceback; return the words a visitor sees instead."""
+    import logging
+
+    logging.getLogger("demo").error("%s failed unexpectedly", what, exc_info=(type(e), e, e.__traceback__))
+    return UNEXPECTED
+
+
+def without_paths(text: str) -> str:
+    """`text` with every absolute path on this machine shortened to its last part (…/name)."""
+    import re
+
+    return re.sub(r"(?<![\w.:/])(?:/[^\s/'\"()\[\],;:]+)+/([^\s/'\"()\[\],;:]+)", r"…/\1", text)

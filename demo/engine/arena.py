@@ -396,8 +396,8 @@ class Arena:
                 return
             except Exception as e:  # a bug must not leave the page saying "preparing" forever
                 give_up.set()
-                self.startup.update("failed", f"Preparing failed unexpectedly ({type(e).__name__}: {e}); "
-                                              "see the terminal, then restart the app.")
+                self.startup.update("failed", "Preparing the models failed unexpectedly; the operator finds the "
+                                              "details in the terminal and restarts the app.")
                 report(f"error: {e!r}")
                 raise
             self.startup.update("ready", "Ready. Type a prompt and press Run.")

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from ..core import placement
-from ..core.errors import DemoError
+from ..core.errors import DemoError, unexpected, without_paths
 from ..core.settings import MAX_PROMPT_TOKENS, GenerationSettings, PipelineOptions
 from ..core.streaming import BASELINE, SIDES, SPECULATIVE, Chunk, IncrementalDetokenizer, RunResult
 
@@ -59,7 +59,7 @@ class _Streamer:
                 except Exception as e:
                     # An exception must not cross into OpenVINO's C++ (pybind11 would abort the
                     # whole process): record it and stop this side.
-                    result.error = f"{type(e).__name__}: {e}"
+                    result.error = unexpected(f"streaming the {side} side", e)
                     return ov.StreamingStatus.CANCEL
                 if not keep_going:
                     result.cancelled = True
@@ -70,7 +70,7 @@ class _Streamer:
                 try:
                     tail = detok.flush()
                 except Exception as e:
-                    result.error = result.error or f"{type(e).__name__}: {e}"
+                    result.error = result.error or unexpected(f"ending the {side} side's stream", e)
                     return
                 if tail and result.chunks:
                     last = result.chunks[-1]
@@ -206,7 +206,7 @@ def _first_line(e: BaseException) -> str:
     lines = [l.strip() for l in str(e).splitlines() if l.strip()]
     # OpenVINO errors start with "Exception from src/...cpp:123:"; the useful part follows.
     useful = [l for l in lines if not l.startswith("Exception from") and not l.startswith("Check '")]
-    return (useful or lines or [type(e).__name__])[0][:300]
+    return without_paths((useful or lines or [type(e).__name__])[0])[:300]  # no folder of this machine on the page
 
 
 @dataclass(frozen=True)

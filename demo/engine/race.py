@@ -15,7 +15,7 @@ import threading
 import time
 from typing import Callable, Iterator, Optional, Protocol
 
-from ..core.errors import DemoError
+from ..core.errors import DemoError, unexpected
 from ..core.settings import GenerationSettings
 from ..core.streaming import SIDES, Chunk, ChunkEvent, DoneEvent, Event, RunResult, StartEvent
 
@@ -49,7 +49,7 @@ def _run_side(runner: Runner, prompt: str, settings: GenerationSettings, stop: t
     except DemoError as e:
         result = _failed(runner.side, started, str(e))
     except Exception as e:  # a bug or an OpenVINO failure on this side must not hang the other
-        result = _failed(runner.side, started, f"{type(e).__name__}: {e}")
+        result = _failed(runner.side, started, unexpected(f"the {runner.side} side", e))
     if stop.is_set():
         result.cancelled = True
     emit(DoneEvent(runner.side, result))

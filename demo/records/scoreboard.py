@@ -3,9 +3,14 @@
 A booth runs for days; the scoreboard answers "how much faster, usually?" with every race
 this machine ran, not only the one a visitor just watched. Each finished race (both
 sides done, not stopped, no error) becomes one row: preset, weight formats, method, K,
-mode, token counts, tok/s, speedup, acceptance, time to first token, the machine, and the
-prompt's class ("example:<preset>:<index>" for a built-in example, "visitor" otherwise).
-A visitor's own prompt text is kept only when the operator asks for it (--keep-prompts).
+mode, greedy or sampled, token counts, tok/s, speedup, acceptance, time to first token, the
+machine, and the prompt's class ("example:<preset>:<index>" for a built-in example, "visitor"
+otherwise). A visitor's own prompt text is kept only when the operator asks for it
+(--keep-prompts), and leaves the machine only through the operator's export (demo.records.csv_export).
+
+Standings compare like with like: one group per preset, prompt class, method, mode, K (or
+threshold), greedy or sampled, and whether the race had the default length, so 50 races of
+one token, at temperature 2 or with K = 16 make groups of their own and move no other.
 
 The database is stdlib sqlite3 in WAL mode with a busy timeout, so several page processes
 (or a page and `python -m demo.record`) can write at once; each call opens its own
@@ -19,7 +24,7 @@ Pure engine code: no Gradio, no OpenVINO.
 
 from __future__ import annotations
 
-import csv
+import logging
 import sqlite3
 import statistics
 import threading
@@ -29,13 +34,17 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from ..core.errors import DemoError
+from ..core.settings import GenerationSettings
+from .csv_export import PAGE_EXPORT_ROWS, write_csv
 
 FILE_NAME = "scoreboard.sqlite"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2               # 2: the sampling column
 MAX_ROWS = 50_000
 BUSY_TIMEOUT_S = 3.0
 MAX_STORED_PROMPT_CHARS = 2_000  # with --keep-prompts: enough to recognise a prompt, bounded per row
 VISITOR = "visitor"
+log = logging.getLogger(__name__)
+DEFAULT_MAX_NEW_TOKENS = GenerationSettings.max_new_tokens  # the page's default length
 
 
 class ScoreboardError(DemoError):
@@ -61,6 +70,7 @@ class RaceRecord:
     assistant_tokens: Optional[int] = None
     confidence_threshold: Optional[float] = None
     max_new_tokens: Optional[int] = None
+    sampling: Optional[bool] = None      # None: recorded before schema 2 (not known)
     acceptance: Optional[float] = None   # OpenVINO's accepted / drafted
     baseline_ttft_ms: Optional[float] = None
     speculative_ttft_ms: Optional[float] = None
@@ -79,6 +89,7 @@ _SQL_TYPES = {
     "speculative_tokens": "INTEGER NOT NULL", "baseline_tok_s": "REAL NOT NULL",
     "speculative_tok_s": "REAL NOT NULL", "speedup": "REAL", "main_format": "TEXT", "draft_format": "TEXT",
     "assistant_tokens": "INTEGER", "confidence_threshold": "REAL", "max_new_tokens": "INTEGER",
+    "sampling": "INTEGER",
     "acceptance": "REAL", "baseline_ttft_ms": "REAL", "speculative_ttft_ms": "REAL", "verdict": "TEXT",
     "cpu_model": "TEXT", "isa_flags": "TEXT", "cores": "INTEGER", "prompt": "TEXT", "created": "REAL NOT NULL",
 }
@@ -90,12 +101,18 @@ _SCHEMA = (
 
 @dataclass(frozen=True)
 class Group:
-    """The speedups of one preset, prompt class and method."""
+    """The speedups of one configuration: preset, prompt class, method, mode, K or threshold,
+    greedy or sampled, default length or not."""
 
     preset: str
     prompt_class: str
     method: str
     speedups: tuple[float, ...]   # sorted
+    mode: str = "race"
+    assistant_tokens: Optional[int] = None
+    confidence_threshold: Optional[float] = None
+    sampling: Optional[bool] = False     # None: not recorded (rows from before schema 2)
+    default_length: bool = True          # max_new_tokens == DEFAULT_MAX_NEW_TOKENS
 
     @property
     def count(self) -> int:
@@ -194,34 +211,34 @@ class Scoreboard:
 
     # -- reading ------------------------------------------------------------------------
     def standings(self) -> Standings:
-        """Counts and speedups per preset, prompt class and method (cached until a race is added)."""
+        """Counts and speedups per configuration (Group), cached until a race is added."""
         with self._connect() as db:
             newest, total = db.execute("SELECT COALESCE(MAX(id), 0), COUNT(*) FROM races").fetchone()
             cached = self._cache
             if cached is not None and cached.newest_id == newest and cached.total == total:
                 return cached
             grouped: dict[tuple, list[float]] = {}
-            for preset, klass, method, s in db.execute(
-                    "SELECT preset, prompt_class, method, speedup FROM races WHERE speedup IS NOT NULL"):
-                grouped.setdefault((preset, klass, method), []).append(float(s))
-        groups = [Group(p, c, m, tuple(sorted(v))) for (p, c, m), v in sorted(grouped.items())]
+            for *key, tokens, s in db.execute(
+                    "SELECT preset, prompt_class, method, mode, assistant_tokens, confidence_threshold, sampling, "
+                    "max_new_tokens, speedup FROM races WHERE speedup IS NOT NULL"):
+                key[5] = round(key[5], 2) if key[5] is not None else None  # the slider's step
+                key[6] = bool(key[6]) if key[6] is not None else None
+                grouped.setdefault((*key, tokens == DEFAULT_MAX_NEW_TOKENS), []).append(float(s))
+        groups = [Group(p, c, m, tuple(sorted(v)), mode, k, th, smp, default)
+                  for (p, c, m, mode, k, th, smp, default), v in sorted(grouped.items(), key=_group_order)]
         self._cache = Standings(total=total, groups=groups, newest_id=newest)
         return self._cache
 
-    def export_csv(self, out: Path) -> int:
-        """Write every row (oldest first) as CSV; return the number of rows.
+    def export_csv(self, out: Path, for_operator: bool = False) -> int:
+        """Write the table as CSV (demo.records.csv_export); return the number of rows.
 
-        Text that a spreadsheet would run as a formula (=, +, -, @ first) is prefixed with
-        an apostrophe: a kept visitor prompt must not become a formula on the operator's laptop.
+        For a visitor (the page): the newest PAGE_EXPORT_ROWS rows, no prompt text. For the
+        operator: every row and every kept prompt.
         """
-        n = 0
-        with self._connect() as db, open(out, "w", newline="", encoding="utf-8") as f:
-            w = csv.writer(f)
-            w.writerow(["id"] + COLUMNS)
-            for row in db.execute(f"SELECT id, {', '.join(COLUMNS)} FROM races ORDER BY id"):
-                w.writerow([_csv_safe(v) for v in row])
-                n += 1
-        return n
+        with self._connect() as db:
+            if for_operator:
+                return write_csv(db, COLUMNS, out)
+            return write_csv(db, COLUMNS, out, max_rows=PAGE_EXPORT_ROWS, drop=("prompt",))
 
     # -- the connection -------------------------------------------------------------------
     def _connect(self) -> "_Connection":
@@ -249,18 +266,22 @@ class Scoreboard:
     def _migrate(self, db: sqlite3.Connection) -> None:
         version = db.execute("PRAGMA user_version").fetchone()[0]
         if version > SCHEMA_VERSION:
+            log.warning("scoreboard %s: schema %s is newer than this demo's %s", self.path, version, SCHEMA_VERSION)
             raise ScoreboardError(
-                f"The scoreboard database {self.path} was written by a newer version of this demo "
-                f"(schema {version}); this race was not recorded: upgrade the demo or move that file aside.")
+                f"The scoreboard database was written by a newer version of this demo (schema {version}); this "
+                "race was not recorded: upgrade the demo or move that file aside (its path is in the server log).")
         if version == SCHEMA_VERSION:
             return
         # WAL: readers never block the writer, and a crash never leaves a half-written row.
         db.execute("PRAGMA journal_mode = WAL")
         db.execute("BEGIN IMMEDIATE")
         try:
-            if db.execute("PRAGMA user_version").fetchone()[0] == 0:  # another process may have won
+            version = db.execute("PRAGMA user_version").fetchone()[0]  # another process may have won
+            if version == 0:
                 db.execute(_SCHEMA)
-                db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            elif version == 1:  # schema 1 had no sampling column: its rows stay "not known"
+                db.execute("ALTER TABLE races ADD COLUMN sampling INTEGER")
+            db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
             db.execute("COMMIT")
         except BaseException:
             db.execute("ROLLBACK")
@@ -270,17 +291,19 @@ class Scoreboard:
         if isinstance(e, ScoreboardError):
             return e
         text = " ".join(str(e).split()) or type(e).__name__
+        # The path and SQLite's words go to the server log; the page gets a sentence without them.
+        log.warning("scoreboard %s: %s: %s", self.path, type(e).__name__, text)
         if isinstance(e, sqlite3.OperationalError) and ("locked" in text or "busy" in text):
             return ScoreboardError(
                 f"The scoreboard database is busy (another process kept it locked for over "
                 f"{self.busy_timeout_s:g} s); this race was not recorded, and the next one will try again.")
         if isinstance(e, sqlite3.DatabaseError) and not isinstance(e, sqlite3.OperationalError):
             return ScoreboardError(
-                f"The scoreboard database {self.path} is damaged ({text}); this race was not recorded: "
-                "move that file aside and a new scoreboard starts.")
+                "The scoreboard database is damaged, so this race was not recorded: the operator can move that "
+                "file aside (its path is in the server log) and a new scoreboard starts.")
         return ScoreboardError(
-            f"The scoreboard database {self.path} cannot be used ({text}); this race was not recorded: "
-            "check that the cache folder is writable.")
+            "The scoreboard database cannot be used, so this race was not recorded: the operator can check "
+            "that the cache folder is writable (the details are in the server log).")
 
 
 class _Connection:
@@ -318,7 +341,7 @@ def race_record(*, preset: str, method: str, mode: str, prompt: str, prompt_clas
         baseline_tok_s=b.tokens_per_s, speculative_tok_s=s.tokens_per_s, speedup=c.speedup,
         main_format=main_format, draft_format=draft_format,
         assistant_tokens=settings.assistant_tokens, confidence_threshold=settings.confidence_threshold,
-        max_new_tokens=settings.max_new_tokens,
+        max_new_tokens=settings.max_new_tokens, sampling=bool(settings.sampling),
         acceptance=c.acceptance_rate,
         baseline_ttft_ms=b.ttft_s * 1000 if b.ttft_s is not None else None,
         speculative_ttft_ms=s.ttft_s * 1000 if s.ttft_s is not None else None,
@@ -328,7 +351,10 @@ def race_record(*, preset: str, method: str, mode: str, prompt: str, prompt_clas
     )
 
 
-def _csv_safe(value):
-    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
-        return "'" + value
-    return value
+def _group_order(item) -> tuple:
+    """By preset, prompt class, method, mode (race first); then default length, greedy, K before thresholds."""
+    (p, c, m, mode, k, th, smp, default), _ = item
+    return (p, c, m, _MODES.get(mode, len(_MODES)), mode, not default, smp is not False, k is None, k or 0, th or 0.0)
+
+
+_MODES = {"race": 0, "fair": 1, "three-way": 2}  # the page's default first

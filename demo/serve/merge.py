@@ -23,6 +23,7 @@ import time
 from contextlib import aclosing
 from typing import AsyncIterator, Callable, Optional, Protocol
 
+from ..core.errors import unexpected
 from ..core.streaming import SIDES, ChunkEvent, DoneEvent, StartEvent, StatusEvent
 from .protocol import Refusal
 
@@ -68,7 +69,7 @@ async def merge_sides(streams: dict, waiting_note_s: float = WAITING_NOTE_S) -> 
         except asyncio.CancelledError:
             raise
         except Exception as e:  # the replica died, the node left, a bug on the other side
-            error = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}".rstrip(": ")
+            error = unexpected(f"the {side} replica's stream", e)  # its text and name to the log only
         queue.put_nowait(_End(side, error))
 
     tasks = [asyncio.ensure_future(pump(side, stream)) for side, stream in streams.items()]

@@ -35,6 +35,7 @@ def build_asgi(demo):
     import gradio as gr
     from fastapi import FastAPI, Request
 
+    from ..web.files import MAX_UPLOAD_BYTES
     from ..web.render import CSS
     from ..web.style import CSS as BOOTH_CSS
     from ..web.ui import THEME
@@ -48,4 +49,5 @@ def build_asgi(demo):
             response.set_cookie(SESSION_COOKIE, secrets.token_urlsafe(16), httponly=True, samesite="lax")
         return response
 
-    return gr.mount_gradio_app(app, demo, path="/", theme=THEME, css=CSS + BOOTH_CSS, show_error=False)
+    return gr.mount_gradio_app(app, demo, path="/", theme=THEME, css=CSS + BOOTH_CSS, show_error=False,
+                               max_file_size=MAX_UPLOAD_BYTES)  # as app.launch: uploads are only recordings

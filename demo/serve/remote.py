@@ -29,7 +29,7 @@ import time
 from dataclasses import replace
 from typing import Iterator, Optional
 
-from ..core.errors import DemoError
+from ..core.errors import DemoError, unexpected
 from ..core.streaming import SIDES, ChunkEvent, DoneEvent, StartEvent
 from ..engine.arena import Arena, RaceRequest, Summary, validate_prompt
 from .protocol import Refusal
@@ -185,8 +185,7 @@ class _Clocks:
 
 
 def _cluster_failure(e: BaseException) -> str:
-    name = type(e).__name__
-    first = (str(e).strip().splitlines() or [""])[0][:200]
-    return (f"The cluster could not run this race ({name}{': ' + first if first else ''}); "
-            "try again, and if it persists the operator can check `ray status` and `serve status`.")
+    unexpected("the cluster's race call", e)  # Ray's words go to the log, not to the page
+    return ("The cluster could not run this race; try again, and if it persists the operator can check "
+            "the server log, `ray status` and `serve status`.")
 

@@ -24,7 +24,7 @@ import time
 from collections import OrderedDict, deque
 from typing import Callable
 
-from ..core.errors import DemoError
+from ..core.errors import DemoError, unexpected
 from ..core.streaming import ChunkEvent, DoneEvent, StatusEvent
 from ..engine.arena import RaceRequest, validate_prompt
 from ..engine.race import _run_side
@@ -50,7 +50,9 @@ class SideWorker:
         queue: asyncio.Queue = asyncio.Queue()
         stop = threading.Event()
         end = object()
-        entry = {"side": self.side, "prompt": request.prompt, "ran_on": self.ran_on, "chunks": [],
+        # No prompt text: a visitor's prompt is kept only where the operator asked (--keep-prompts).
+        entry = {"side": self.side, "prompt_chars": len(request.prompt or ""),
+                 "max_new_tokens": request.settings.max_new_tokens, "ran_on": self.ran_on, "chunks": [],
                  "stop_at": None, "cancelled": None, "error": None, "done_at": None}
         self._journal.append(entry)
 
@@ -81,8 +83,9 @@ class SideWorker:
                 put(Refusal(self.side, str(e)))
                 return
             except Exception as e:  # a bug or an OpenVINO failure while loading: this side fails
-                entry["error"] = f"{type(e).__name__}: {e}"
-                put(Refusal(self.side, f"The {self.side} pipeline could not be loaded ({type(e).__name__}: {e})."))
+                entry["error"] = f"{type(e).__name__}: {e}"  # the replica's own journal, for the operator
+                put(Refusal(self.side, f"The {self.side} pipeline could not be loaded: "
+                                       f"{unexpected(f'loading the {self.side} pipeline', e)}."))
                 return
             if stop.is_set():
                 return

@@ -4,6 +4,7 @@
   render.py          HTML/SVG for the page; every piece of model output is escaped here
   booth.py           kiosk mode, the scoreboard, recordings, the three-way race, added by ui
   lanes.py, style.py, checks.py, kiosk.py, *_tab.py   the booth's parts
+  files.py           the upload cap, and bounded folders for what the page hands out to download
 
 Like every layer above the engine, the page knows the engine's front door
 (demo.engine.arena, demo.engine.three_way) and the records (demo.records), never OpenVINO.

@@ -10,8 +10,6 @@ then `booth.add_tabs(arena, …)` for the Chat, Three-way, Recordings and Scoreb
 from __future__ import annotations
 
 import logging
-import tempfile
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,34 +20,35 @@ import gradio as gr
 from ..core.errors import DemoError
 from ..records import outcomes, recording
 from ..records.scoreboard import Scoreboard
+from .files import Downloads
 
 log = logging.getLogger(__name__)
 
 MIN_IDLE_S, MAX_IDLE_S = 1.0, 3600.0
-KEEP_RECORDING_FILES = 200  # recordings waiting to be downloaded; older ones are deleted
+# A recording holds its visitor's prompt. With --keep-prompts the operator keeps text anyway;
+# without, a recording stays on disk only while its visitor may still press Download.
+KEEP_RECORDING_FILES = 200
+KEEP_PRIVATE_RECORDINGS = 32
+PRIVATE_RECORDING_S = 600.0
 
 
 class RecordingFiles:
-    """Recordings written for download, in one temporary folder, at most `keep` of them."""
+    """Recordings written for download (demo.web.files.Downloads): at most `keep` of them, and
+    with `max_age_s` none older than that."""
 
-    def __init__(self, keep: int = KEEP_RECORDING_FILES):
-        self.keep = keep
-        self._dir: Optional[Path] = None
-        self._lock = threading.Lock()
-        self._n = 0
+    def __init__(self, keep: int = KEEP_RECORDING_FILES, max_age_s: Optional[float] = None):
+        self.downloads = Downloads("recording", keep=keep, max_age_s=max_age_s)
+
+    @classmethod
+    def for_page(cls, keep_prompts: bool) -> "RecordingFiles":
+        if keep_prompts:
+            return cls(KEEP_RECORDING_FILES)
+        return cls(KEEP_PRIVATE_RECORDINGS, max_age_s=PRIVATE_RECORDING_S)
 
     def write(self, rec: recording.Recording) -> Path:
         data = recording.dumps(rec)
-        with self._lock:
-            if self._dir is None or not self._dir.is_dir():
-                self._dir = Path(tempfile.mkdtemp(prefix="arena-recordings-"))
-            self._n += 1
-            stamp = time.strftime("%Y%m%d-%H%M%S")
-            path = self._dir / f"arena-{rec.kind}-{stamp}-{self._n}.json"
-            path.write_bytes(data)
-            old = sorted(self._dir.glob("*.json"), key=lambda p: p.stat().st_mtime)[:-self.keep]
-            for p in old:
-                p.unlink(missing_ok=True)
+        path = self.downloads.new_folder() / f"arena-{rec.kind}-{time.strftime('%Y%m%d-%H%M%S')}.json"
+        path.write_bytes(data)
         return path
 
 
@@ -60,10 +59,12 @@ class Booth:
     keep_prompts: bool = False
     scoreboard_path: Optional[Path] = None       # None: <cache folder>/scoreboard.sqlite
     recordings_dir: Path = recording.RECORDINGS_DIR
-    files: RecordingFiles = field(default_factory=RecordingFiles, repr=False)
+    files: Optional[RecordingFiles] = field(default=None, repr=False)  # None: RecordingFiles.for_page
     _board: Optional[Scoreboard] = field(default=None, init=False, repr=False)
 
     def __post_init__(self):
+        if self.files is None:
+            self.files = RecordingFiles.for_page(self.keep_prompts)
         ok = isinstance(self.idle_seconds, (int, float)) and MIN_IDLE_S <= self.idle_seconds <= MAX_IDLE_S
         if not ok:
             raise DemoError(f"The kiosk's idle time must be from {MIN_IDLE_S:g} to {MAX_IDLE_S:g} seconds; "
@@ -98,8 +99,12 @@ class Booth:
             return {}
         try:
             path = self.files.write(outcome.recording)
-        except (OSError, DemoError) as e:
+        except DemoError as e:
             gr.Warning(f"This race could not be saved for download ({e}); the scoreboard has it.")
+            return {}
+        except OSError as e:  # its path and errno go to the log, not to the page
+            log.warning("writing a race's recording for download failed: %s", e)
+            gr.Warning("This race could not be saved for download (the disk may be full); the scoreboard has it.")
             return {}
         return {download: gr.DownloadButton(value=str(path), visible=True)}
 

@@ -17,8 +17,9 @@ def boolean(name: str, value) -> bool:
 
 
 def number(name: str, value, low: float, high: float, integer: bool = False):
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-    if not ok or not low <= value <= high or (integer and value != int(value)):
+    # An int is compared exactly: math.isfinite(10**400) raises OverflowError (a raw POST can send it).
+    ok = isinstance(value, int) or (isinstance(value, float) and math.isfinite(value))
+    if isinstance(value, bool) or not ok or not low <= value <= high or (integer and value != int(value)):
         kind = "a whole number" if integer else "a number"
         raise DemoError(f"The setting {name!r} must be {kind} from {low:g} to {high:g}; reset it and try again.")
     return int(value) if integer else float(value)

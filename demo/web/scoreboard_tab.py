@@ -1,6 +1,8 @@
 """The Scoreboard tab: every finished race on this machine (demo.records.scoreboard), as counts,
-medians and the distribution of speedups per preset, prompt class and method, drawn as an
-SVG (no network, no plotting library); the whole table exports as CSV.
+medians and the distribution of speedups per configuration (preset, prompt class, method, mode,
+K or threshold, greedy or sampled, default length or not), drawn as an SVG (no network, no
+plotting library). Export CSV gives the newest rows without prompt text (demo.records.csv_export);
+the operator exports everything with `python -m demo.records export-csv`.
 
 It re-renders when the tab is opened and, every few seconds, only if a race was added
 since (one cheap query), so a second screen showing it follows the races.
@@ -8,15 +10,15 @@ since (one cheap query), so a second screen showing it follows the races.
 
 from __future__ import annotations
 
-import tempfile
+import logging
 import time
-from pathlib import Path
 from typing import Optional
 
 import gradio as gr
 
 from ..engine import three_way
-from ..records.scoreboard import VISITOR, ScoreboardError, Standings
+from ..records.scoreboard import DEFAULT_MAX_NEW_TOKENS, VISITOR, ScoreboardError, Standings
+from .files import Downloads
 from .render import esc
 from .style import LOOKUP_COLOUR
 
@@ -24,6 +26,17 @@ POLL_S = 5.0
 MAX_DOTS = 80  # per row; a group of thousands of races is drawn as its quantiles
 METHODS = {"draft": "draft model", "prompt_lookup": "prompt lookup"}
 SPEEDUP_COLOUR = "#0072B2"
+KEEP_EXPORTS = 4  # CSV files on disk at once (each at most csv_export.PAGE_EXPORT_ROWS rows)
+log = logging.getLogger(__name__)
+
+
+def config_label(g) -> str:
+    """"race · K 4 · greedy · 128 tokens": what a group's races had in common besides the prompt."""
+    k = f"K {g.assistant_tokens}" if g.assistant_tokens is not None else (
+        f"threshold {g.confidence_threshold:g}" if g.confidence_threshold is not None else "K not recorded")
+    how = {True: "sampled", False: "greedy", None: "greedy or sampled"}[g.sampling]
+    length = f"{DEFAULT_MAX_NEW_TOKENS} tokens" if g.default_length else "other lengths"
+    return f"{g.mode} · {k} · {how} · {length}"
 
 
 def class_label(klass: str, presets) -> str:
@@ -46,7 +59,7 @@ def class_label(klass: str, presets) -> str:
     return klass  # an example that models.yaml no longer has
 
 
-def plot_svg(groups: list, labels: list, width: int = 1040) -> str:
+def plot_svg(groups: list, labels: list, width: int = 1040, sublabels: Optional[list] = None) -> str:
     """One row per group: whiskers min–max, a box from the first to the third quartile, the
     median as a thick tick, up to MAX_DOTS quantiles as dots; a dashed line at 1×."""
     if not groups:
@@ -77,8 +90,13 @@ def plot_svg(groups: list, labels: list, width: int = 1040) -> str:
         y = top + row_h * i + row_h / 2
         colour = LOOKUP_COLOUR if g.method == "prompt_lookup" else SPEEDUP_COLOUR
         text = label if len(label) <= fits else label[:fits - 1] + "…"
-        out.append(f'<text x="{left - 8}" y="{y + 4:.1f}" font-size="12" text-anchor="end" fill="currentColor">'
-                   f'{esc(text)}</text>')
+        if sublabels:  # the configuration under the prompt, so a long prompt never hides it
+            out.append(f'<text x="{left - 8}" y="{y - 2:.1f}" font-size="12" text-anchor="end" fill="currentColor">'
+                       f'{esc(text)}</text><text x="{left - 8}" y="{y + 11:.1f}" font-size="10" text-anchor="end" '
+                       f'fill="#888">{esc(sublabels[i])}</text>')
+        else:
+            out.append(f'<text x="{left - 8}" y="{y + 4:.1f}" font-size="12" text-anchor="end" fill="currentColor">'
+                       f'{esc(text)}</text>')
         out.append(f'<line x1="{sx(g.speedups[0]):.1f}" y1="{y:.1f}" x2="{sx(g.speedups[-1]):.1f}" y2="{y:.1f}" '
                    f'stroke="{colour}" stroke-width="1"/>')
         q1, q3 = g.quantile(0.25), g.quantile(0.75)
@@ -114,6 +132,7 @@ def board_html(standings: Standings, presets) -> str:
     one_preset = len({g.preset for g in groups}) == 1
     labels = [("" if one_preset else f"{g.preset} · ") + f"{class_label(g.prompt_class, presets)} · "
               f"{METHODS.get(g.method, g.method)}" for g in groups]
+    configs = [config_label(g) for g in groups]
     total = standings.total
     head = (f'<p class="scoreboard-total" data-total="{total}"><b>{total}</b> finished race'
             f'{"s" if total != 1 else ""} on the scoreboard'
@@ -121,26 +140,29 @@ def board_html(standings: Standings, presets) -> str:
                "twice: draft model and prompt lookup)." if total else ": run a race and it appears here.") + "</p>")
     if not groups:
         return f'<div class="scoreboard">{head}</div>'
-    rows = ["<table class='scoreboard-table'><tr><th>preset</th><th>prompt</th><th>method</th><th>races</th>"
-            "<th>median speedup</th><th>middle half</th><th>range</th></tr>"]
+    rows = ["<table class='scoreboard-table'><tr><th>preset</th><th>prompt</th><th>method</th><th>settings</th>"
+            "<th>races</th><th>median speedup</th><th>middle half</th><th>range</th></tr>"]
     for g, label in zip(groups, labels):
         rows.append(
             f"<tr data-preset='{esc(g.preset)}' data-class='{esc(g.prompt_class)}' data-method='{esc(g.method)}' "
-            f"data-count='{g.count}' data-median='{g.median:.4f}'>"
+            f"data-config='{esc(config_label(g))}' data-count='{g.count}' data-median='{g.median:.4f}'>"
             f"<td>{esc(g.preset)}</td><td>{esc(class_label(g.prompt_class, presets))}</td>"
-            f"<td>{esc(METHODS.get(g.method, g.method))}</td><td>{g.count}</td><td>{g.median:.2f}×</td>"
+            f"<td>{esc(METHODS.get(g.method, g.method))}</td><td>{esc(config_label(g))}</td><td>{g.count}</td>"
+            f"<td>{g.median:.2f}×</td>"
             f"<td>{g.quantile(0.25):.2f}–{g.quantile(0.75):.2f}×</td>"
             f"<td>{g.speedups[0]:.2f}–{g.speedups[-1]:.2f}×</td></tr>")
     rows.append("</table>")
-    return f'<div class="scoreboard">{head}{plot_svg(groups, labels)}{"".join(rows)}</div>'
+    return f'<div class="scoreboard">{head}{plot_svg(groups, labels, sublabels=configs)}{"".join(rows)}</div>'
 
 
 def build(arena, booth, tab) -> None:
     gr.Markdown(
         "Every race that finished on this page (both sides done, not stopped), kept across restarts: "
-        "how much faster speculative decoding was, per model pair, prompt and method. Built-in examples "
-        "are counted one by one; visitors' own prompts together"
-        + (" (their text is kept)." if booth.keep_prompts else " (their text is not kept).")
+        "how much faster speculative decoding was, per model pair, prompt, method and settings (races "
+        "are compared only with races run the same way). Built-in examples are counted one by one; "
+        "visitors' own prompts together"
+        + (" (their text is kept for the operator, never exported here)." if booth.keep_prompts
+           else " (their text is not kept).")
     )
     board = gr.HTML("", elem_id="scoreboard")
     seen = gr.State(-1)  # the newest row this page has drawn
@@ -148,6 +170,7 @@ def build(arena, booth, tab) -> None:
         export = gr.Button("Export CSV", elem_id="scoreboard-export", scale=0, min_width=160)
         csv_file = gr.File(label="Scoreboard (CSV)", elem_id="scoreboard-csv", interactive=False, visible=False)
     ticker = gr.Timer(POLL_S)
+    exports = Downloads("scoreboard", keep=KEEP_EXPORTS)
 
     def render(drawn: Optional[int] = None):
         try:
@@ -164,11 +187,14 @@ def build(arena, booth, tab) -> None:
         return render(drawn)
 
     def export_csv():
-        out = Path(tempfile.mkdtemp(prefix="scoreboard-")) / f"scoreboard-{time.strftime('%Y%m%d-%H%M%S')}.csv"
+        out = exports.new_folder() / f"scoreboard-{time.strftime('%Y%m%d-%H%M%S')}.csv"
         try:
             booth.board(arena).export_csv(out)
         except ScoreboardError as e:
             raise gr.Error(str(e), print_exception=False)
+        except OSError as e:  # a full disk: the path and errno go to the log, the visitor gets a sentence
+            log.warning("scoreboard export to %s failed: %s", out, e)
+            raise gr.Error("The scoreboard could not be exported just now; try again later.", print_exception=False)
         return gr.File(value=str(out), visible=True)
 
     tab.select(lambda: render(), None, [board, seen], api_visibility="private", queue=False)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import threading
 import time
-from pathlib import Path
 from typing import Optional
 
 import gradio as gr
@@ -59,6 +58,7 @@ MODES = {"race: both at once": "race", "fair: each alone, then replayed": "fair"
 METHODS = {"draft model": "draft", "prompt lookup": "prompt_lookup"}
 MAX_NEW_TOKENS_UI = 1024
 MAX_ASSISTANT_TOKENS_UI = 16
+KEEP_BENCH_RESULTS = 4  # benchmark result folders (JSON + plot) on disk at once; older ones are deleted
 
 
 def parse_race_inputs(arena: Arena, prompt, preset, main_device, draft_device, method, assistant_tokens,
@@ -390,9 +390,11 @@ def _bench_tab(arena: Arena, choices: list, default_preset: str) -> None:
     """Run the benchmark sweep (demo.bench) from the page and show its table and plot."""
     import html
     import queue
-    import tempfile
 
     from ..bench import benchmark as bench
+    from .files import Downloads
+
+    results = Downloads("bench", keep=KEEP_BENCH_RESULTS)
 
     gr.Markdown(
         "Runs the built-in prompt set (code, chat, summarization) through both pipelines and "
@@ -468,7 +470,7 @@ def _bench_tab(arena: Arena, choices: list, default_preset: str) -> None:
         if "error" in outcome:
             raise gr.Error(outcome["error"], print_exception=False)
         result = outcome["result"]
-        out = Path(tempfile.mkdtemp(prefix="bench-"))
+        out = results.new_folder()
         bench.write_json(result, out / "bench.json")
         bench.write_plot(result, out / "bench.png")
         yield (f"<pre class='bench-table'>{html.escape(bench.format_table(result))}</pre>",
