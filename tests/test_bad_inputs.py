@@ -257,19 +257,19 @@ def test_bench_refuses_bad_plans_with_one_sentence(client, arena, args, fragment
 
 def test_a_not_prepared_hub_preset_starts_no_download(client, arena, monkeypatch):
     """Refused before anything is fetched: no prepare, no hub call that may use the network."""
-    from demo.models import sources
+    from demo.models import fetchers
 
     prepared, hub_calls = [], []
     real_prepare = ModelStore.prepare
     monkeypatch.setattr(ModelStore, "prepare", lambda self, spec, *a, **k: prepared.append(spec) or real_prepare(self, spec, *a, **k))
-    if hasattr(sources, "_snapshot_download"):
-        real_snapshot = sources._snapshot_download
+    if hasattr(fetchers, "snapshot_download_in_child"):
+        real_snapshot = fetchers.snapshot_download_in_child
 
         def spy(repo, revision, local_only, *a, **k):
             hub_calls.append((repo, local_only))
             return real_snapshot(repo, revision, local_only, *a, **k)
 
-        monkeypatch.setattr(sources, "_snapshot_download", spy)
+        monkeypatch.setattr(fetchers, "snapshot_download_in_child", spy)
     for api, args in (("race", race_args(preset=NOT_PREPARED)), ("bench", bench_args(preset=NOT_PREPARED))):
         assert_one_clear_sentence(refusal(client, api, args), f"--preset {NOT_PREPARED}")
     assert prepared == []

@@ -21,7 +21,8 @@ from demo.core.errors import DemoError
 from demo.models import formats
 from demo.models.prepare import prepare_preset
 from demo.models.presets import GgufSource, HubSource, LocalSource, PypiSource
-from demo.models.sources import READY_MARKER, ModelStore, is_ir_folder
+from demo.models.folders import READY_MARKER, is_ir_folder
+from demo.models.sources import ModelStore
 
 SMOLLM2 = "smollm2-self-draft"
 REPO_ROOT = Path(__file__).resolve().parent.parent

@@ -26,10 +26,11 @@ from pathlib import Path
 import pytest
 
 from demo.core.errors import DemoError
-from demo.models import sources
+from demo.models import fetchers, sources
 from demo.models.prepare import check_same_tokenizer, prepare_preset
 from demo.models.presets import ExportSource, GgufSource, HubSource, LocalSource, Preset, PypiSource
-from demo.models.sources import IR_FILES, READY_MARKER, Cancelled, ModelStore, is_ir_folder, remove_stale_scratch
+from demo.models.folders import IR_FILES, READY_MARKER, is_ir_folder, remove_stale_scratch
+from demo.models.sources import Cancelled, ModelStore
 
 SMOLLM2 = "smollm2-self-draft"
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -270,7 +271,7 @@ def test_interrupted_prepare_leaves_no_loadable_half_model(tmp_path, monkeypatch
         raise KeyboardInterrupt
 
     with monkeypatch.context() as m:
-        m.setattr(sources, "_gguf_to_ir", interrupted_conversion)
+        m.setattr(fetchers, "gguf_to_ir", interrupted_conversion)
         with pytest.raises(KeyboardInterrupt):
             store.prepare(spec)
     assert len(workdirs) == 1 and workdirs[0].parent == store.cache_dir / "tmp"
@@ -288,7 +289,7 @@ def test_interrupted_prepare_leaves_no_loadable_half_model(tmp_path, monkeypatch
 
 def test_stale_scratch_is_found_by_its_free_lock_not_by_a_pid(tmp_path, monkeypatch):
     calls = []
-    monkeypatch.setattr(sources, "_gguf_to_ir", fake_gguf_to_ir(calls))
+    monkeypatch.setattr(fetchers, "gguf_to_ir", fake_gguf_to_ir(calls))
     store = ModelStore(tmp_path / "cache")
     root = store.cache_dir / "tmp"
     root.mkdir(parents=True)
@@ -332,7 +333,7 @@ def test_a_scratch_folder_is_locked_while_it_is_worked_in(tmp_path, monkeypatch)
         work = gguf_path.parent
         seen["locked"] = not lock_is_free(work.parent / f"{work.name}.lock")
         cleaner = subprocess.run(
-            [sys.executable, "-c", "import sys; from demo.models.sources import remove_stale_scratch; "
+            [sys.executable, "-c", "import sys; from demo.models.folders import remove_stale_scratch; "
              "from pathlib import Path; print(remove_stale_scratch(Path(sys.argv[1])))", str(work.parent)],
             cwd=REPO_ROOT, capture_output=True, text=True, timeout=60,
         )
@@ -340,7 +341,7 @@ def test_a_scratch_folder_is_locked_while_it_is_worked_in(tmp_path, monkeypatch)
         seen["kept"] = gguf_path.exists()
         fake_gguf_to_ir([])(gguf_path, role, progress)
 
-    monkeypatch.setattr(sources, "_gguf_to_ir", convert)
+    monkeypatch.setattr(fetchers, "gguf_to_ir", convert)
     result = store.prepare(fake_gguf_spec(tmp_path))
     assert seen == {"locked": True, "cleaner": "[]", "kept": True}
     assert store.is_ready(fake_gguf_spec(tmp_path)) and result.reused is False
@@ -348,7 +349,7 @@ def test_a_scratch_folder_is_locked_while_it_is_worked_in(tmp_path, monkeypatch)
 
 def test_unmarked_leftover_folder_is_not_ready_and_is_replaced(tmp_path, monkeypatch):
     calls = []
-    monkeypatch.setattr(sources, "_gguf_to_ir", fake_gguf_to_ir(calls))
+    monkeypatch.setattr(fetchers, "gguf_to_ir", fake_gguf_to_ir(calls))
     gguf = tmp_path / "tiny.gguf"
     gguf.write_bytes(b"GGUF not really")
     spec = GgufSource(source="gguf", path=str(gguf))
@@ -707,7 +708,7 @@ def test_export_requirements_file_lists_what_export_needs():
 
 
 def test_export_without_optimum_names_the_requirements_file(tmp_path, monkeypatch):
-    monkeypatch.setattr(sources, "export_available", lambda: False)
+    monkeypatch.setattr(fetchers, "export_available", lambda: False)
     spec = ExportSource(source="export", repo="databricks/dolly-v2-3b", trust_remote_code=True)
     store = ModelStore(tmp_path / "cache")
     with pytest.raises(DemoError) as info:
@@ -720,14 +721,14 @@ def test_export_without_optimum_names_the_requirements_file(tmp_path, monkeypatc
 
 def test_export_command_line(tmp_path, monkeypatch, hf_cache):
     """The child command optimum-cli gets, checked without running it."""
-    monkeypatch.setattr(sources, "export_available", lambda: True)
+    monkeypatch.setattr(fetchers, "export_available", lambda: True)
     commands = []
 
     def fake_run(cmd, checkpoint):
         commands.append(cmd)
         return subprocess.CompletedProcess(cmd, 2, stdout="", stderr="loading...\nValueError: no such model\n")
 
-    monkeypatch.setattr(sources, "_run_child", fake_run)
+    monkeypatch.setattr(fetchers, "run_child", fake_run)
     store = ModelStore(tmp_path / "cache")
     spec = ExportSource(source="export", repo="databricks/dolly-v2-3b", weight_format="int8", trust_remote_code=True)
     with pytest.raises(DemoError) as info:
@@ -865,7 +866,7 @@ def test_cancel_during_assembly(tmp_path, monkeypatch, presets):
     spec = presets.get(SMOLLM2).main
     store = ModelStore(tmp_path / "cache")
     converted = []
-    monkeypatch.setattr(sources, "_gguf_to_ir", fake_gguf_to_ir(converted))
+    monkeypatch.setattr(fetchers, "gguf_to_ir", fake_gguf_to_ir(converted))
     cancel = threading.Event()
     seen = []
 
@@ -891,7 +892,7 @@ def test_cancel_during_requantization(tmp_path, monkeypatch, presets):
     """Rewriting tensors as Q4_0 stops between tensors (SmolLM2's Q4_1 tensors stand in for Q5_0)."""
     spec = presets.get(SMOLLM2).main.model_copy(update={"requantize": True})
     store = ModelStore(tmp_path / "cache")
-    monkeypatch.setattr(sources, "_gguf_to_ir", lambda *a: pytest.fail("converted after the cancel"))
+    monkeypatch.setattr(fetchers, "gguf_to_ir", lambda *a: pytest.fail("converted after the cancel"))
     cancel = threading.Event()
     rewritten = []
 
@@ -992,12 +993,12 @@ def test_cancel_kills_a_child_process(tmp_path):
     threading.Timer(1.0, cancel.set).start()
     start = time.perf_counter()
     with pytest.raises(Cancelled, match=r"^Preparing the main model was cancelled"):
-        sources._run_child(cmd, sources._checkpoint(cancel, "main model"))
+        fetchers.run_child(cmd, sources._checkpoint(cancel, "main model"))
     assert time.perf_counter() - start < 10
     pid = int(pid_file.read_text())
     assert not Path(f"/proc/{pid}").exists(), "the child still runs"
     # without a cancel it runs to the end and hands its output back
-    done = sources._run_child([sys.executable, "-c", "print('hi')"], sources._checkpoint(None, "x"))
+    done = fetchers.run_child([sys.executable, "-c", "print('hi')"], sources._checkpoint(None, "x"))
     assert (done.returncode, done.stdout) == (0, "hi\n")
 
 
@@ -1070,7 +1071,7 @@ def test_a_full_disk_reported_by_openvino(tmp_path, monkeypatch):
     def no_room(gguf_path, role, progress, checkpoint=None):
         raise RuntimeError("Exception from src/core/src/pass/serialize.cpp:1310:\nNo space left on device")
 
-    monkeypatch.setattr(sources, "_gguf_to_ir", no_room)
+    monkeypatch.setattr(fetchers, "gguf_to_ir", no_room)
     gguf = tmp_path / "model.gguf"
     gguf.write_bytes(b"\0" * 10_000_000)
     spec = GgufSource(source="gguf", path=str(gguf))
@@ -1085,7 +1086,7 @@ def test_a_full_disk_reported_by_openvino(tmp_path, monkeypatch):
     assert_nothing_left(store, spec)
 
     # any other error is no disk-full message
-    monkeypatch.setattr(sources, "_gguf_to_ir", lambda g, r, p, c=None: (_ for _ in ()).throw(OSError(errno.EIO, "I/O error")))
+    monkeypatch.setattr(fetchers, "gguf_to_ir", lambda g, r, p, c=None: (_ for _ in ()).throw(OSError(errno.EIO, "I/O error")))
     with pytest.raises(OSError) as other:
         store.prepare(spec)
     assert other.value.errno == errno.EIO

