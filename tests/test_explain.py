@@ -33,10 +33,14 @@ def test_time_split_and_steps_agree_with_independent_counts(finished):
     assert spec.ov_main_calls == len(spec.chunks)
     assert base.ov_main_calls == len(base.chunks) == 48
     assert why.tokens_per_step == pytest.approx(48 / len(spec.chunks))
-    # Drafting + verifying happened inside the speculative side's wall-clock time.
+    # Drafting + verifying happened inside the speculative side's wall-clock time, but for
+    # OpenVINO's accounting: a step where the draft had nothing scheduled re-adds its previous
+    # forward (ContinuousBatchingImpl::step returns early without resetting inference_duration;
+    # the first step of a reused pipeline, a last step), so allow two draft forwards more.
     spec_wall = spec.end - spec.start
     assert 0 < why.draft_s and 0 < why.verify_s
-    assert why.draft_s + why.verify_s <= spec_wall * 1.02
+    draft_forward_s = why.draft_s / max(1, spec.ov_draft_tokens or 1)
+    assert why.draft_s + why.verify_s <= spec_wall * 1.02 + 2 * draft_forward_s
     assert why.other_s == pytest.approx(max(0.0, spec_wall - why.draft_s - why.verify_s), abs=1e-6)
     # A verify step checks K+1 tokens: it costs more than one plain token, but not more than
     # K+1 separate steps plus a margin for the fixture's tiny size.
