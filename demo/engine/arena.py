@@ -8,20 +8,15 @@
 
 from __future__ import annotations
 
-import contextlib
-import re
 import threading
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, ContextManager, Iterator, Optional, Protocol, Union
+from typing import Callable, Iterator, Optional, Union
 
 from ..core import placement
 from ..core.errors import DemoError
-from ..core.explain import Explanation, explain
-from ..core.metrics import Comparison, SideStats, compare
-from ..core.settings import (
-    MAX_PROMPT_CHARS, GenerationSettings, Mode, PipelineOptions, cpu_cores,
-)
+from ..core.explain import explain
+from ..core.metrics import compare
+from ..core.settings import cpu_cores
 from ..core.streaming import BASELINE, SPECULATIVE, ChunkEvent, DoneEvent, StartEvent, StatusEvent
 from ..models.calibration_store import load_cached
 from ..models.prepare import PreparedPair, prepare_preset
@@ -29,120 +24,11 @@ from ..models.presets import ExportSource, HubSource, PresetFile, load_presets
 from ..models.sources import ModelStore
 from .admission import Admission, Cancelled
 from .race import race, sequential
+from .request import RaceRequest, Summary, how_it_ran, threads_for, validate_prompt
 from .safety import NativeConfig, NativeGuard, SafetyRecord
+from .startup import Calibrator, StartupState, start_warmup
 
-
-class StartupState:
-    """What the app is doing before it can serve its first race (for the page's status line)."""
-
-    def __init__(self):
-        self._lock = threading.Lock()
-        self.phase = "idle"       # idle | preparing | ready | failed
-        self.message = ""
-
-    def update(self, phase: str, message: str) -> None:
-        with self._lock:
-            self.phase, self.message = phase, message
-
-    def get(self) -> tuple[str, str]:
-        with self._lock:
-            return self.phase, self.message
-
-
-class Calibrator(Protocol):
-    """Measures this machine once for a preset, for the warm-up (start_background_warmup).
-
-    The engine only calls it; demo.calibrate.launch.LaunchCalibrator implements it and the
-    app hands it in, so the engine never imports the calibration that runs above it.
-    """
-
-    def convert_early(self, preset, store, report: Callable[[str], None], stop: threading.Event) -> None:
-        """Start converting, while the default pair prepares and loads, what the calibration
-        will measure and costs a visitor nothing (single-threaded, low priority)."""
-
-    def prepare_candidates(self, preset, store, report: Callable[[str], None]) -> None:
-        """Convert the weight formats the calibration will measure (no quiet machine needed)."""
-
-    def calibrate(self, preset, store, report: Callable[[str], None],
-                  slot: Callable[[str], ContextManager]) -> dict:
-        """Measure and save the choice (demo.models.calibration_store); `slot(what)` is
-        entered around each measuring stage."""
-
-    def summary_lines(self, result: dict) -> list[str]:
-        """The result in a few lines for the terminal."""
-
-
-@dataclass(frozen=True)
-class RaceRequest:
-    prompt: str
-    preset: Optional[str] = None  # None = the default preset
-    settings: GenerationSettings = field(default_factory=GenerationSettings)
-    options: PipelineOptions = field(default_factory=PipelineOptions)
-    mode: Mode = "race"
-    # Threads per pipeline while racing: None = split the cores evenly (the default),
-    # 0 = OpenVINO's own default (every pipeline uses every core). For measurements.
-    race_threads: Optional[int] = None
-    # Weight formats (demo/models/formats.py) for pypi/gguf models; None = what models.yaml says
-    # (`auto`: this machine's calibrated choice). Both sides always use the same main weights.
-    main_format: Optional[str] = None
-    draft_format: Optional[str] = None
-
-
-@dataclass(frozen=True)
-class Summary:
-    baseline: SideStats
-    speculative: SideStats
-    speedup: Optional[float]
-    acceptance_rate: Optional[float]   # OpenVINO's accepted ÷ drafted (its count skips the final step)
-    verdict: str
-    how: str                           # how the race was run, in words
-    errors: dict
-    why: Optional[Explanation] = None  # "Why this speedup?" (speculative runs that finished)
-
-    @classmethod
-    def of(cls, c: Comparison, how: str, errors: dict,
-           why: Optional[Callable[[Comparison], Explanation]] = None) -> "Summary":
-        """The page's summary of a comparison (metrics.compare); `why` only for a race that finished."""
-        return cls(baseline=c.baseline, speculative=c.speculative, speedup=c.speedup, acceptance_rate=c.acceptance_rate,
-                   verdict=c.verdict, how=how, errors=errors, why=None if c.failed or why is None else why(c))
-
-
-def threads_for(request: RaceRequest) -> Optional[int]:
-    """Threads per pipeline for a request (None: OpenVINO's default, all cores)."""
-    if request.mode != "race":
-        return None  # fair mode: each pipeline alone with the whole machine
-    if request.race_threads is None:
-        # The cores are split among the sides that compute on the CPU (a GPU or NPU side takes none).
-        return placement.split_threads(cpu_cores(), request.options, request.settings.method)
-    return request.race_threads or None
-
-
-def how_it_ran(mode: Mode, options: PipelineOptions, method: str, threads: Optional[int],
-               in_turn: bool = False) -> str:
-    cores = cpu_cores()
-    devices = f"main on {options.main_device}"
-    if method == "draft":
-        devices += f", draft on {options.draft_device}"
-    else:
-        devices += ", prompt lookup (no draft)"
-    precision = "exact mode (f32)" if options.exact else "default precision"
-    scheduler = ("stateful pipelines on both sides (no scheduler, no prefix cache)" if placement.stateful(options, method)
-                 else placement.scheduler_settings(options).describe())
-    extra = "".join(f"; {note}" for note in placement.notes(options, method))
-    lanes = placement.cpu_lanes(options, method)
-    if mode == "race" and lanes == 0:
-        split = "both pipelines at once, neither on the CPU"
-    elif mode == "race" and threads is None:
-        split = f"both pipelines at once, each with OpenVINO's default threads on all {cores} cores"
-    elif mode == "race":
-        split = (f"both pipelines at once, {threads} thread{'s' if threads != 1 else ''} "
-                 f"{'each ' if lanes > 1 else 'for the one side on the CPU, '}"
-                 f"of {cores} core{'s' if cores != 1 else ''}, CPU pinning off")
-    else:
-        split = f"fair mode: each pipeline alone with all {cores} cores, then replayed side by side"
-        if in_turn:
-            split += " (loaded one at a time: both do not fit in memory together)"
-    return f"{split}; {devices}; {precision}; {scheduler}{extra}"
+__all__ = ["Arena", "RaceRequest", "Summary", "how_it_ran", "threads_for", "validate_prompt"]  # the front door
 
 
 class Arena:
@@ -364,95 +250,13 @@ class Arena:
     def start_background_warmup(self, report: Callable[[str], None] = lambda m: None,
                                 calibrator: Optional[Calibrator] = None) -> threading.Thread:
         """Prepare and load the default pair now, not when the first visitor arrives; with a
-        `calibrator`, then measure this machine once with it if it never was.
+        `calibrator`, then measure this machine once with it if it never was (demo.engine.startup)."""
+        return start_warmup(self, report, calibrator)
 
-        Progress goes to `report` (the terminal) and to self.startup (the page polls it).
-        """
-        request = RaceRequest(prompt="warm-up", preset=self.presets.default)
-        preset = self.presets.get(request.preset)
-        early, give_up = None, threading.Event()  # give_up: the pair failed to prepare
-        if calibrator is not None and preset.draft is not None and load_cached(self.store, preset) is None:
-            early = threading.Thread(target=self._convert_early, args=(calibrator, preset, report, give_up),
-                                     name="startup-early-conversion", daemon=True)
-            early.start()
-
-        def body():
-            self.startup.update("preparing", "preparing the default model pair")
-            try:
-                for message in self.load_with_status(request):
-                    self.startup.update("preparing", message)
-                    report(message)
-                if calibrator is not None and self._calibrate_once(request, report, calibrator):
-                    # The calibrated formats may differ from what loaded before: load them
-                    # now, so the first visitor does not wait for it (the pipeline cache evicts
-                    # the earlier pair when both do not fit its memory budget).
-                    for message in self.load_with_status(request):
-                        self.startup.update("preparing", message)
-                        report(message)
-            except DemoError as e:
-                give_up.set()
-                self.startup.update("failed", str(e))
-                report(f"error: {e}")
-                return
-            except Exception as e:  # a bug must not leave the page saying "preparing" forever
-                give_up.set()
-                self.startup.update("failed", "Preparing the models failed unexpectedly; the operator finds the "
-                                              "details in the terminal and restarts the app.")
-                report(f"error: {e!r}")
-                raise
-            self.startup.update("ready", "Ready. Type a prompt and press Run.")
-            report("ready")
-
-        t = threading.Thread(target=body, name="startup-warmup", daemon=True)
-        t.start()
-        return t
-
-    def _convert_early(self, calibrator: Calibrator, preset, report: Callable[[str], None],
-                       stop: threading.Event) -> None:
-        try:
-            calibrator.convert_early(preset, self.store, lambda m: report(f"calibrating: {m}"), stop)
-        except DemoError as e:  # the calibration's own prepare tries again and says why
-            report(f"calibrating: converting early did not work ({e}); it is tried again later")
-
-    def _calibrate_once(self, request: RaceRequest, report: Callable[[str], None], calibrator: Calibrator) -> bool:
-        """Calibrate the default preset on this machine unless a result is cached (True if
-        it calibrated now). Each measuring stage takes the CPU in its own admission slot, so
-        a race waits one stage at most, seeing why in its status line."""
-        preset = self.presets.get(request.preset)
-        if preset.draft is None or load_cached(self.store, preset) is not None:
-            return False
-        report("calibrating: the default pair is warm and races run now; measuring this machine once before Ready")
-
-        def converting(message: str) -> None:
-            self.startup.update("preparing", f"preparing weight formats to measure this machine (races run "
-                                             f"meanwhile, a little slower): {message}")
-            report(f"calibrating: {message}")
-
-        # Converting weights takes minutes and needs no quiet machine: visitors race meanwhile.
-        # It starts once the default pair is warm: on 2 cores, a conversion beside the pair's
-        # prepare and load delayed the first race.
-        calibrator.prepare_candidates(preset, self.store, report=converting)
-
-        @contextlib.contextmanager
-        def slot(what: str):
-            # One stage at a time holds the CPU: a visitor who arrives waits one stage, not all.
-            ticket = self.admission.enter(f"measuring this machine once ({what})")
-            try:
-                yield
-            finally:
-                ticket.release()
-
-        def step(message: str) -> None:
-            self.startup.update("preparing", f"measuring this machine once (races wait at most one step): {message}")
-            report(f"calibrating: {message}")
-
-        result = calibrator.calibrate(preset, self.store, report=step, slot=slot)
-        for line in calibrator.summary_lines(result):
-            report(line)
-        # `format: auto` now resolves to the calibrated choice: prepare and load anew.
-        for key in [k for k in list(self._prepared) if k[0] == preset.name]:
+    def forget_prepared(self, preset_name: str) -> None:
+        """Look the preset's folders up again (after calibration changed what `auto` means)."""
+        for key in [k for k in list(self._prepared) if k[0] == preset_name]:
             self._prepared.pop(key, None)
-        return True
 
     def skipped_configurations(self) -> list[str]:
         """Sentences for the configurations OpenVINO crashed on here (demo.engine.safety), for the page."""
@@ -507,21 +311,6 @@ class Arena:
             "formats": f"main {formats['main']}, draft {formats['draft']}",
             "fastest_alone": f"{fastest['main_format']} main alone, about {fastest['baseline_tok_s']:.1f} tok/s",
         }
-
-
-def validate_prompt(prompt: Optional[str]) -> str:
-    if prompt is None or not prompt.strip():
-        raise DemoError("The prompt is empty; type a question or pick an example.")
-    if len(prompt) > MAX_PROMPT_CHARS:
-        raise DemoError(
-            f"The prompt is {len(prompt):,} characters long; the limit is {MAX_PROMPT_CHARS:,}, so shorten it."
-        )
-    # A lone surrogate (an API call can send "\ud800") is not text: the tokenizer's UTF-8
-    # conversion fails on it. Show it as U+FFFD, as a browser would, and run.
-    return _LONE_SURROGATE.sub("\ufffd", prompt)
-
-
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _status_stream(work: Callable[[Callable[[str], None]], object], out: list,

@@ -1,0 +1,102 @@
+"""What a visitor asks for (RaceRequest), its first check, and how a finished race is
+summed up and described in words (Summary, how_it_ran)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+from ..core import placement
+from ..core.errors import DemoError
+from ..core.explain import Explanation
+from ..core.metrics import Comparison, SideStats
+from ..core.settings import MAX_PROMPT_CHARS, GenerationSettings, Mode, PipelineOptions, cpu_cores
+
+
+@dataclass(frozen=True)
+class RaceRequest:
+    prompt: str
+    preset: Optional[str] = None  # None = the default preset
+    settings: GenerationSettings = field(default_factory=GenerationSettings)
+    options: PipelineOptions = field(default_factory=PipelineOptions)
+    mode: Mode = "race"
+    # Threads per pipeline while racing: None = split the cores evenly (the default),
+    # 0 = OpenVINO's own default (every pipeline uses every core). For measurements.
+    race_threads: Optional[int] = None
+    # Weight formats (demo/models/formats.py) for pypi/gguf models; None = what models.yaml says
+    # (`auto`: this machine's calibrated choice). Both sides always use the same main weights.
+    main_format: Optional[str] = None
+    draft_format: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class Summary:
+    baseline: SideStats
+    speculative: SideStats
+    speedup: Optional[float]
+    acceptance_rate: Optional[float]   # OpenVINO's accepted ÷ drafted (its count skips the final step)
+    verdict: str
+    how: str                           # how the race was run, in words
+    errors: dict
+    why: Optional[Explanation] = None  # "Why this speedup?" (speculative runs that finished)
+
+    @classmethod
+    def of(cls, c: Comparison, how: str, errors: dict,
+           why: Optional[Callable[[Comparison], Explanation]] = None) -> "Summary":
+        """The page's summary of a comparison (metrics.compare); `why` only for a race that finished."""
+        return cls(baseline=c.baseline, speculative=c.speculative, speedup=c.speedup, acceptance_rate=c.acceptance_rate,
+                   verdict=c.verdict, how=how, errors=errors, why=None if c.failed or why is None else why(c))
+
+
+def threads_for(request: RaceRequest) -> Optional[int]:
+    """Threads per pipeline for a request (None: OpenVINO's default, all cores)."""
+    if request.mode != "race":
+        return None  # fair mode: each pipeline alone with the whole machine
+    if request.race_threads is None:
+        # The cores are split among the sides that compute on the CPU (a GPU or NPU side takes none).
+        return placement.split_threads(cpu_cores(), request.options, request.settings.method)
+    return request.race_threads or None
+
+
+def how_it_ran(mode: Mode, options: PipelineOptions, method: str, threads: Optional[int],
+               in_turn: bool = False) -> str:
+    cores = cpu_cores()
+    devices = f"main on {options.main_device}"
+    if method == "draft":
+        devices += f", draft on {options.draft_device}"
+    else:
+        devices += ", prompt lookup (no draft)"
+    precision = "exact mode (f32)" if options.exact else "default precision"
+    scheduler = ("stateful pipelines on both sides (no scheduler, no prefix cache)" if placement.stateful(options, method)
+                 else placement.scheduler_settings(options).describe())
+    extra = "".join(f"; {note}" for note in placement.notes(options, method))
+    lanes = placement.cpu_lanes(options, method)
+    if mode == "race" and lanes == 0:
+        split = "both pipelines at once, neither on the CPU"
+    elif mode == "race" and threads is None:
+        split = f"both pipelines at once, each with OpenVINO's default threads on all {cores} cores"
+    elif mode == "race":
+        split = (f"both pipelines at once, {threads} thread{'s' if threads != 1 else ''} "
+                 f"{'each ' if lanes > 1 else 'for the one side on the CPU, '}"
+                 f"of {cores} core{'s' if cores != 1 else ''}, CPU pinning off")
+    else:
+        split = f"fair mode: each pipeline alone with all {cores} cores, then replayed side by side"
+        if in_turn:
+            split += " (loaded one at a time: both do not fit in memory together)"
+    return f"{split}; {devices}; {precision}; {scheduler}{extra}"
+
+
+def validate_prompt(prompt: Optional[str]) -> str:
+    if prompt is None or not prompt.strip():
+        raise DemoError("The prompt is empty; type a question or pick an example.")
+    if len(prompt) > MAX_PROMPT_CHARS:
+        raise DemoError(
+            f"The prompt is {len(prompt):,} characters long; the limit is {MAX_PROMPT_CHARS:,}, so shorten it."
+        )
+    # A lone surrogate (an API call can send "\ud800") is not text: the tokenizer's UTF-8
+    # conversion fails on it. Show it as U+FFFD, as a browser would, and run.
+    return _LONE_SURROGATE.sub("\ufffd", prompt)
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")

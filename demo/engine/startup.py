@@ -1,0 +1,150 @@
+"""Before the first visitor: prepare and load the default pair, then measure this machine once.
+
+`Arena.start_background_warmup` runs `start_warmup` in a thread; progress goes to the
+terminal (`report`) and to `arena.startup`, which the page polls. A Calibrator (made by
+demo.calibrate.launch, which sits above the engine) does the measuring.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from typing import TYPE_CHECKING, Callable, ContextManager, Optional, Protocol
+
+from ..core.errors import DemoError
+from ..models.calibration_store import load_cached
+from .request import RaceRequest
+
+if TYPE_CHECKING:
+    from .arena import Arena
+
+
+class StartupState:
+    """What the app is doing before it can serve its first race (for the page's status line)."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self.phase = "idle"       # idle | preparing | ready | failed
+        self.message = ""
+
+    def update(self, phase: str, message: str) -> None:
+        with self._lock:
+            self.phase, self.message = phase, message
+
+    def get(self) -> tuple[str, str]:
+        with self._lock:
+            return self.phase, self.message
+
+
+class Calibrator(Protocol):
+    """Measures this machine once for a preset, for the warm-up (start_background_warmup).
+
+    The engine only calls it; demo.calibrate.launch.LaunchCalibrator implements it and the
+    app hands it in, so the engine never imports the calibration that runs above it.
+    """
+
+    def convert_early(self, preset, store, report: Callable[[str], None], stop: threading.Event) -> None:
+        """Start converting, while the default pair prepares and loads, what the calibration
+        will measure and costs a visitor nothing (single-threaded, low priority)."""
+
+    def prepare_candidates(self, preset, store, report: Callable[[str], None]) -> None:
+        """Convert the weight formats the calibration will measure (no quiet machine needed)."""
+
+    def calibrate(self, preset, store, report: Callable[[str], None],
+                  slot: Callable[[str], ContextManager]) -> dict:
+        """Measure and save the choice (demo.models.calibration_store); `slot(what)` is
+        entered around each measuring stage."""
+
+    def summary_lines(self, result: dict) -> list[str]:
+        """The result in a few lines for the terminal."""
+
+
+def start_warmup(arena: "Arena", report: Callable[[str], None],
+                 calibrator: Optional[Calibrator]) -> threading.Thread:
+    """Prepare and load the default pair in a thread; with a `calibrator`, then calibrate
+    once (unless this machine has a result) and load the chosen formats before Ready."""
+    request = RaceRequest(prompt="warm-up", preset=arena.presets.default)
+    preset = arena.presets.get(request.preset)
+    give_up = threading.Event()  # the pair failed to prepare: the early conversion stops waiting
+    if calibrator is not None and preset.draft is not None and load_cached(arena.store, preset) is None:
+        threading.Thread(target=_convert_early, args=(arena, calibrator, preset, report, give_up),
+                         name="startup-early-conversion", daemon=True).start()
+
+    def load() -> None:
+        for message in arena.load_with_status(request):
+            arena.startup.update("preparing", message)
+            report(message)
+
+    def body():
+        arena.startup.update("preparing", "preparing the default model pair")
+        try:
+            load()
+            if calibrator is not None and _calibrate_once(arena, request, report, calibrator):
+                # The calibrated formats may differ from what loaded before: load them now, so
+                # the first visitor does not wait for it (the pipeline cache evicts the earlier
+                # pair when both do not fit its memory budget).
+                load()
+        except DemoError as e:
+            give_up.set()
+            arena.startup.update("failed", str(e))
+            report(f"error: {e}")
+            return
+        except Exception as e:  # a bug must not leave the page saying "preparing" forever
+            give_up.set()
+            arena.startup.update("failed", "Preparing the models failed unexpectedly; the operator finds the "
+                                           "details in the terminal and restarts the app.")
+            report(f"error: {e!r}")
+            raise
+        arena.startup.update("ready", "Ready. Type a prompt and press Run.")
+        report("ready")
+
+    t = threading.Thread(target=body, name="startup-warmup", daemon=True)
+    t.start()
+    return t
+
+
+def _convert_early(arena: "Arena", calibrator: Calibrator, preset, report: Callable[[str], None],
+                   stop: threading.Event) -> None:
+    try:
+        calibrator.convert_early(preset, arena.store, lambda m: report(f"calibrating: {m}"), stop)
+    except DemoError as e:  # the calibration's own prepare tries again and says why
+        report(f"calibrating: converting early did not work ({e}); it is tried again later")
+
+
+def _calibrate_once(arena: "Arena", request: RaceRequest, report: Callable[[str], None],
+                    calibrator: Calibrator) -> bool:
+    """Calibrate the default preset on this machine unless a result is cached (True if it
+    calibrated now). Each measuring stage takes the CPU in its own admission slot, so a race
+    waits one stage at most, seeing why in its status line."""
+    preset = arena.presets.get(request.preset)
+    if preset.draft is None or load_cached(arena.store, preset) is not None:
+        return False
+    report("calibrating: the default pair is warm and races run now; measuring this machine once before Ready")
+
+    def converting(message: str) -> None:
+        arena.startup.update("preparing", f"preparing weight formats to measure this machine (races run "
+                                          f"meanwhile, a little slower): {message}")
+        report(f"calibrating: {message}")
+
+    # Converting weights needs no quiet machine: visitors race meanwhile. The multi-threaded
+    # part starts once the pair is warm: on 2 cores it delayed the first race.
+    calibrator.prepare_candidates(preset, arena.store, report=converting)
+
+    @contextlib.contextmanager
+    def slot(what: str):
+        # One stage at a time holds the CPU: a visitor who arrives waits one stage, not all.
+        ticket = arena.admission.enter(f"measuring this machine once ({what})")
+        try:
+            yield
+        finally:
+            ticket.release()
+
+    def step(message: str) -> None:
+        arena.startup.update("preparing", f"measuring this machine once (races wait at most one step): {message}")
+        report(f"calibrating: {message}")
+
+    result = calibrator.calibrate(preset, arena.store, report=step, slot=slot)
+    for line in calibrator.summary_lines(result):
+        report(line)
+    arena.forget_prepared(preset.name)  # `format: auto` now resolves to the calibrated choice
+    return True
