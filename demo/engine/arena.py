@@ -30,6 +30,7 @@ from ..models.sources import ModelStore
 from .admission import Admission, Cancelled
 from .race import race, sequential
 from .safety import NativeConfig, NativeGuard, SafetyRecord
+from .waiting import status_stream, with_last_message
 
 
 class StartupState:
@@ -162,7 +163,7 @@ class Arena:
         self.guard = guard or NativeGuard(SafetyRecord(store.cache_dir))
         self._prepared: dict[tuple, PreparedPair] = {}  # (preset, main format, draft format)
         self._preset_locks: dict[str, threading.Lock] = {}
-        self._locks_lock = threading.Lock()
+        self._locks_lock = threading.Lock()  # guards _preset_locks and _prepared
         self.startup = StartupState()
 
     @classmethod
@@ -183,8 +184,11 @@ class Arena:
         offered only when already prepared, unless the operator allowed downloads.
         """
         preset = self.presets.get(preset_name)
-        if self.allow_downloads or any(key[0] == preset.name for key in self._prepared):
+        if self.allow_downloads:
             return None
+        with self._locks_lock:  # prepare and calibration change _prepared from other threads
+            if any(key[0] == preset.name for key in self._prepared):
+                return None
         specs = [preset.main] + ([preset.draft] if preset.draft is not None else [])
         remote = [s for s in specs if isinstance(s, (HubSource, ExportSource))]
         if not remote or all(self.store.is_ready(s) for s in remote):
@@ -214,8 +218,10 @@ class Arena:
                 def progress(stage: str, done: float, total: float) -> None:
                     status(f"{stage}: {100 * done / total:.0f}%" if total else f"{stage}…")
 
-                self._prepared[key] = prepare_preset(preset, self.store, progress, main_format=main_format,
-                                                     draft_format=draft_format, cancel=cancel)
+                pair = prepare_preset(preset, self.store, progress, main_format=main_format,
+                                      draft_format=draft_format, cancel=cancel)
+                with self._locks_lock:
+                    self._prepared[key] = pair
             return self._prepared[key]
         finally:
             lock.release()
@@ -332,7 +338,9 @@ class Arena:
 
         loaded: list = []
         try:
-            for message in _status_stream(admit_and_load, loaded, on_abandoned=lambda r: r[0].release()):
+            # A heartbeat while nothing changes: a cancel (Stop, closed tab) reaches a job waiting in line.
+            stream = status_stream(admit_and_load, loaded, on_abandoned=lambda r: r[0].release())
+            for message in with_last_message(stream, f"getting {what} ready"):
                 yield StatusEvent(message)
         finally:
             if not loaded:
@@ -353,7 +361,7 @@ class Arena:
                 ticket.release()
 
         try:
-            yield from _status_stream(work, out if out is not None else [])
+            yield from (m for m in status_stream(work, out if out is not None else []) if m is not None)
         finally:
             stop.set()
 
@@ -431,8 +439,9 @@ class Arena:
         for line in calibrator.summary_lines(result):
             report(line)
         # `format: auto` now resolves to the calibrated choice: prepare and load anew.
-        for key in [k for k in list(self._prepared) if k[0] == preset.name]:
-            self._prepared.pop(key, None)
+        with self._locks_lock:
+            for key in [k for k in self._prepared if k[0] == preset.name]:
+                self._prepared.pop(key, None)
         return True
 
     def skipped_configurations(self) -> list[str]:
@@ -503,49 +512,3 @@ def validate_prompt(prompt: Optional[str]) -> str:
 
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def _status_stream(work: Callable[[Callable[[str], None]], object], out: list,
-                   on_abandoned: Callable[[object], None] = lambda result: None) -> Iterator[str]:
-    """Run `work(status)` in a thread and yield each status message as it is reported.
-
-    The result is appended to `out`; an exception in `work` is re-raised here. If the
-    consumer goes away first (Stop, tab closed), nobody waits for the thread: its result
-    is handed to `on_abandoned` whenever it arrives, so what it holds is given back.
-    """
-    import queue
-
-    q: "queue.Queue" = queue.Queue()
-    done = object()
-    box: dict = {}
-    handoff = threading.Lock()
-
-    def target():
-        try:
-            result = work(q.put)
-        except BaseException as e:  # re-raised in the consumer's thread below
-            box["error"] = e
-        else:
-            with handoff:
-                if box.get("abandoned"):
-                    on_abandoned(result)
-                else:
-                    box["result"] = result
-        finally:
-            q.put(done)
-
-    threading.Thread(target=target, name="arena-load", daemon=True).start()
-    taken = False
-    try:
-        while (item := q.get()) is not done:
-            yield item
-        if "error" in box:
-            raise box["error"]
-        out.append(box["result"])
-        taken = True
-    finally:
-        if not taken:
-            with handoff:
-                box["abandoned"] = True
-                if "result" in box:
-                    on_abandoned(box["result"])
