@@ -57,10 +57,12 @@ def _record(args) -> int:
                           mode="fair" if three else args.mode)
     stop = threading.Event()
     events = three_way.run(arena, request, stop) if three else arena.run(request, stop)
-    results = {}
+    results, said = {}, None
     for event in events:
         if isinstance(event, StatusEvent):
-            print(f"[{event.message}]", file=sys.stderr, flush=True)
+            if event.message != said:  # a job waiting in line repeats its status (demo.engine.waiting)
+                print(f"[{event.message}]", file=sys.stderr, flush=True)
+                said = event.message
         elif isinstance(event, DoneEvent):
             results[event.side] = event.result
             r = event.result

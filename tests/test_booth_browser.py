@@ -248,7 +248,12 @@ def _bad_files(tmp: Path) -> list:
     out.append(("not-a-recording.json", "This file is not a speculative-arena recording"))
     with open(tmp / "huge.json", "wb") as f:
         f.write(b"[" + b"0," * (25 * 1024 * 1024) + b"0]")  # 50 MB
-    out.append(("huge.json", "recordings up to 2.0 MB can be replayed"))
+    out.append(("huge.json", "recordings up to 1.1 MB can be replayed"))
+    # Issue 21: 3,900 quote characters in a one-token step (7.7 MB of HTML per render at 480 steps).
+    long_step = json.loads(text)
+    long_step["lanes"][0]["steps"][0]["text"] = '"' * 3_900
+    (tmp / "long-step.json").write_text(json.dumps(long_step))
+    out.append(("long-step.json", "more than tokens ever decode to"))
     return out
 
 
@@ -287,6 +292,8 @@ def test_html_in_a_recording_is_shown_as_text(page, tmp_path):
     evil = "<img src=x onerror=\"window.__pwned=1;alert(1)\"><script>window.__pwned=2</script>"
     for lane in rec["lanes"]:
         step = lane["steps"][1]
+        step["token_ids"] += [7, 7]  # room for the markup: a step holds at most 64 characters a token
+        lane["tokens"] += 2
         step["text"] = evil + step["text"]
         if lane["name"] != "baseline" and len(step["token_ids"]) > 1:
             step["accepted_text"] = evil + step["accepted_text"]
@@ -311,6 +318,31 @@ def test_html_in_a_recording_is_shown_as_text(page, tmp_path):
     assert "<script>window.__pwned=3</script>" in page.inner_text("#replay-label")
     assert page.locator("#replay-label b[onmouseover], #replay-label script").count() == 0
     assert page.dialogs == [] and page.evaluate("() => window.__pwned === undefined")
+
+
+def test_stop_ends_a_replay_that_waits_minutes_for_its_next_step(page, tmp_path):
+    # Issue 21: a two-step recording, t = 0 and t = 899 s; Stop used to wait out the 899 s sleep.
+    rec = _valid_recording(tmp_path)
+    for lane in rec["lanes"]:
+        lane["steps"] = [lane["steps"][0], {**lane["steps"][1], "t": 899.0}]
+        lane["tokens"] = sum(len(s["token_ids"]) for s in lane["steps"])
+        lane["seconds"] = 899.0
+    path = tmp_path / "two-steps-899-s-apart.json"
+    path.write_text(json.dumps(rec))
+    open_tab(page, "Recorded races")
+    page.set_input_files("#replay-upload input[type=file]", str(path))
+    first = len(rec["lanes"][0]["steps"][0]["token_ids"])
+    page.wait_for_function(f"() => document.querySelector('#replay-lane1-stats .stats[data-state=running]')"
+                           f"?.dataset.tokens == '{first}'", timeout=60_000)
+    # Gradio answers /cancel once the handler has stopped, which it can only do between two of
+    # its updates: before the fix, after the 899 s sleep.
+    with page.expect_response(lambda r: r.url.endswith("/cancel"), timeout=30_000):
+        page.click("#replay-stop")
+    # The replay slot is free again: a shipped recording replays to its end.
+    page.click("#replay-run")
+    page.wait_for_function("() => document.querySelector('#replay-lane1-stats .stats[data-state=done]')"
+                           " && document.querySelector('#replay-summary')?.innerText.includes('speedup')",
+                           timeout=60_000)
 
 
 def test_shipped_three_way_recording_replays_in_three_panels(page):

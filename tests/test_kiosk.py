@@ -145,3 +145,27 @@ def test_kiosk_runs_two_attract_races_unattended_then_yields_to_a_click(kiosk, e
     wait_for(lambda: finished(mine), 60, "the typed prompt's race to finish")
     assert not any(r.result.cancelled for r in mine)
     assert page.evaluate("() => window.__kiosk.takeovers") == 2
+
+
+def test_one_attract_loop_per_kiosk_a_second_screen_on_the_scoreboard_stays_there(kiosk, engine_runs):
+    # Issue 21: the loop ran in every open tab and pulled a second screen back to the race.
+    from .booth_helpers import another_page, open_tab
+
+    demo, page, _ = kiosk
+    examples = demo.arena.presets.get(SMOLLM2).examples
+    page.wait_for_function("() => window.__kiosk?.lease === true", timeout=60_000)  # the first screen holds it
+    selected = "() => document.querySelector('button[role=tab][aria-selected=true]')?.textContent.trim()"
+    with another_page(page, demo.local_url) as second:
+        open_tab(second, "Scoreboard")
+        opened = time.perf_counter()
+        second.wait_for_function(f"() => ({selected})() === 'Scoreboard'", timeout=30_000)
+        # The first screen's loop goes on: an attract race that began after the second screen
+        # opened (it waited the idle time first, longer than the second one needed) runs to its end.
+        later = wait_for(lambda: next((rc for rc in races(engine_runs, examples)
+                                       if rc[0].chunks and rc[0].chunks[0][0] > opened), None),
+                         300, "an attract race after the second screen opened")
+        wait_for(lambda: finished(later), 60, "that attract race to finish")
+        assert second.evaluate(f"() => ({selected})()") == "Scoreboard", "the second screen was pulled to the race"
+        assert second.evaluate("() => window.__kiosk.runs") == 0
+        assert second.evaluate("() => window.__kiosk.lease") is False
+        assert page.evaluate("() => window.__kiosk.lease") is True

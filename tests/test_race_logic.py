@@ -16,7 +16,7 @@ from demo.core.settings import GenerationSettings, race_threads
 from demo.core.streaming import (
     BASELINE, SIDES, SPECULATIVE, Chunk, ChunkEvent, DoneEvent, IncrementalDetokenizer, RunResult, StartEvent,
 )
-from demo.engine.race import race, replay, sequential
+from demo.engine.race import REPLAY_SLICE_S, race, replay, sequential
 from tests.fakes import FakeRunner
 
 SETTINGS = GenerationSettings(max_new_tokens=16)
@@ -257,6 +257,36 @@ def test_replay_stops():
         if seen == 3:
             stop.set()
     assert seen == 3
+
+
+def test_a_replay_that_waits_minutes_sees_stop_within_one_slice():
+    # Issue 21: a crafted recording's second step 899 s after its first; Stop must not wait for it.
+    results = {s: recorded(s, 0.0, [0.0, 899.0]) for s in SIDES}
+    fake = FakeClock()
+    stop = threading.Event()
+    naps = []
+
+    def sleep(seconds):
+        naps.append(seconds)
+        fake.sleep(seconds)
+        if len(naps) == 3:
+            stop.set()  # Stop pressed while the replay waits for the 899 s step
+
+    events = list(replay(results, stop=stop, sleep=sleep, clock=fake.clock))
+    assert [e.chunk.t for e in events] == [0.0, 0.0]  # the two first steps, never the last
+    assert len(naps) == 3 and max(naps) <= REPLAY_SLICE_S  # it noticed at the first look after the Stop
+
+
+def test_a_waiting_replay_yields_heartbeats_and_closing_it_sets_stop():
+    results = {s: recorded(s, 0.0, [0.0, 899.0]) for s in SIDES}
+    fake = FakeClock()
+    stop = threading.Event()
+    stream = replay(results, stop=stop, sleep=fake.sleep, clock=fake.clock, heartbeats=True)
+    assert [next(stream).side for _ in range(2)] == list(SIDES)
+    assert next(stream) is None and next(stream) is None  # waiting: a point to close it at each slice
+    assert fake.now == pytest.approx(1000.0 + 2 * REPLAY_SLICE_S)
+    stream.close()  # the consumer leaves (Stop, tab closed)
+    assert stop.is_set()
 
 
 def _chunks(sizes, side=SPECULATIVE, start=0.0, step=0.1):

@@ -110,7 +110,15 @@ BAD = [
     ("negative token", lambda: mutate(lambda d: d["lanes"][0]["steps"][0].update(token_ids=[-1])), "greater than or equal"),
     ("too long", lambda: mutate(lambda d: d["lanes"][0].update(seconds=10_000)), "less than or equal"),
     ("bad date", lambda: mutate(lambda d: d.update(recorded_at="yesterday")), "ISO 8601"),
-    ("over 2 MB", lambda: b" " * (recording.MAX_BYTES + 1), "recordings up to 2.0 MB"),
+    ("over the cap", lambda: b" " * (recording.MAX_BYTES + 1), f"recordings up to {recording._mb(recording.MAX_BYTES)}"),
+    # Issue 21: 3,900 quote characters in a one-token step (7.7 MB of HTML per render, at 480 steps).
+    ("huge step text", lambda: mutate(lambda d: d["lanes"][0]["steps"][0].update(text='"' * 3_900)),
+     "a step holds 3,900 characters of text for 1 token, more than tokens ever decode to (at most 64 each)"),
+    ("a lane of long steps", lambda: mutate(lambda d: d["lanes"][0].update(
+        tokens=600, seconds=60.0, steps=[{"t": i / 10, "token_ids": [1], "text": "x" * 64} for i in range(600)])),
+     "the lane holds 38,400 characters of text, more than a race of 2,048 tokens ever makes (32,768)"),
+    ("padded to a megabyte", lambda: recording.dumps(make()) + b" " * (1024 * 1024),
+     "more than a recording of that length takes"),
 ]
 
 

@@ -8,6 +8,7 @@ three_way; the rest is the engine's own.
   pipelines.py   OpenVINO GenAI pipelines, streaming, warm-up, the byte-budgeted cache
   race.py        race / fair (sequential) / one-by-one / replay over any runner (pure logic)
   admission.py   the one admission point: one heavy job at a time, in order
+  waiting.py     status streams a cancel still reaches while a job waits in line
   three_way.py   baseline vs draft model vs prompt lookup
   safety.py      what runs on this machine (model × threads): the record and the smoke test
   stateful.py    one compiled stateful IR driven directly (calibration's timing, the smoke test)

@@ -27,6 +27,7 @@ from .race import race, sequential
 from .request import RaceRequest, Summary, how_it_ran, threads_for, validate_prompt
 from .safety import NativeConfig, NativeGuard, SafetyRecord
 from .startup import Calibrator, StartupState, start_warmup
+from .waiting import status_stream, with_last_message
 
 __all__ = ["Arena", "RaceRequest", "Summary", "how_it_ran", "threads_for", "validate_prompt"]  # the front door
 
@@ -52,7 +53,7 @@ class Arena:
         self.guard = guard or NativeGuard(SafetyRecord(store.cache_dir))
         self._prepared: dict[tuple, PreparedPair] = {}  # (preset, main format, draft format)
         self._preset_locks: dict[str, threading.Lock] = {}
-        self._locks_lock = threading.Lock()
+        self._locks_lock = threading.Lock()  # guards _preset_locks and _prepared
         self.startup = StartupState()
 
     @classmethod
@@ -73,8 +74,11 @@ class Arena:
         offered only when already prepared, unless the operator allowed downloads.
         """
         preset = self.presets.get(preset_name)
-        if self.allow_downloads or any(key[0] == preset.name for key in self._prepared):
+        if self.allow_downloads:
             return None
+        with self._locks_lock:  # prepare and calibration change _prepared from other threads
+            if any(key[0] == preset.name for key in self._prepared):
+                return None
         specs = [preset.main] + ([preset.draft] if preset.draft is not None else [])
         remote = [s for s in specs if isinstance(s, (HubSource, ExportSource))]
         if not remote or all(self.store.is_ready(s) for s in remote):
@@ -104,8 +108,10 @@ class Arena:
                 def progress(stage: str, done: float, total: float) -> None:
                     status(f"{stage}: {100 * done / total:.0f}%" if total else f"{stage}…")
 
-                self._prepared[key] = prepare_preset(preset, self.store, progress, main_format=main_format,
-                                                     draft_format=draft_format, cancel=cancel)
+                pair = prepare_preset(preset, self.store, progress, main_format=main_format,
+                                      draft_format=draft_format, cancel=cancel)
+                with self._locks_lock:
+                    self._prepared[key] = pair
             return self._prepared[key]
         finally:
             lock.release()
@@ -222,7 +228,9 @@ class Arena:
 
         loaded: list = []
         try:
-            for message in _status_stream(admit_and_load, loaded, on_abandoned=lambda r: r[0].release()):
+            # A heartbeat while nothing changes: a cancel (Stop, closed tab) reaches a job waiting in line.
+            stream = status_stream(admit_and_load, loaded, on_abandoned=lambda r: r[0].release())
+            for message in with_last_message(stream, f"getting {what} ready"):
                 yield StatusEvent(message)
         finally:
             if not loaded:
@@ -243,7 +251,7 @@ class Arena:
                 ticket.release()
 
         try:
-            yield from _status_stream(work, out if out is not None else [])
+            yield from (m for m in status_stream(work, out if out is not None else []) if m is not None)
         finally:
             stop.set()
 
@@ -255,8 +263,9 @@ class Arena:
 
     def forget_prepared(self, preset_name: str) -> None:
         """Look the preset's folders up again (after calibration changed what `auto` means)."""
-        for key in [k for k in list(self._prepared) if k[0] == preset_name]:
-            self._prepared.pop(key, None)
+        with self._locks_lock:
+            for key in [k for k in self._prepared if k[0] == preset_name]:
+                self._prepared.pop(key, None)
 
     def skipped_configurations(self) -> list[str]:
         """Sentences for the configurations OpenVINO crashed on here (demo.engine.safety), for the page."""
@@ -311,49 +320,3 @@ class Arena:
             "formats": f"main {formats['main']}, draft {formats['draft']}",
             "fastest_alone": f"{fastest['main_format']} main alone, about {fastest['baseline_tok_s']:.1f} tok/s",
         }
-
-
-def _status_stream(work: Callable[[Callable[[str], None]], object], out: list,
-                   on_abandoned: Callable[[object], None] = lambda result: None) -> Iterator[str]:
-    """Run `work(status)` in a thread and yield each status message as it is reported.
-
-    The result is appended to `out`; an exception in `work` is re-raised here. If the
-    consumer goes away first (Stop, tab closed), nobody waits for the thread: its result
-    is handed to `on_abandoned` whenever it arrives, so what it holds is given back.
-    """
-    import queue
-
-    q: "queue.Queue" = queue.Queue()
-    done = object()
-    box: dict = {}
-    handoff = threading.Lock()
-
-    def target():
-        try:
-            result = work(q.put)
-        except BaseException as e:  # re-raised in the consumer's thread below
-            box["error"] = e
-        else:
-            with handoff:
-                if box.get("abandoned"):
-                    on_abandoned(result)
-                else:
-                    box["result"] = result
-        finally:
-            q.put(done)
-
-    threading.Thread(target=target, name="arena-load", daemon=True).start()
-    taken = False
-    try:
-        while (item := q.get()) is not done:
-            yield item
-        if "error" in box:
-            raise box["error"]
-        out.append(box["result"])
-        taken = True
-    finally:
-        if not taken:
-            with handoff:
-                box["abandoned"] = True
-                if "result" in box:
-                    on_abandoned(box["result"])

@@ -202,24 +202,45 @@ def one_by_one(lanes: list, prompt: str, stop: Optional[threading.Event] = None,
     yield from _drain(events, stop)
 
 
+# A replay sleeps in slices this long, so a Stop (or a closed tab) is seen within one, even
+# when a recording waits minutes between two steps.
+REPLAY_SLICE_S = 0.1
+
+
 def replay(results: dict, speed: float = 1.0, stop: Optional[threading.Event] = None,
            sleep: Callable[[float], None] = time.sleep,
-           clock: Callable[[], float] = time.perf_counter) -> Iterator[ChunkEvent]:
+           clock: Callable[[], float] = time.perf_counter,
+           heartbeats: bool = False) -> Iterator[Optional[ChunkEvent]]:
     """Replay recorded runs side by side: each chunk at its offset from its own side's start.
 
     This turns a fair (sequential) measurement back into a race a visitor can watch, at the
-    pace each pipeline really had when it ran alone. `sleep` and `clock` go together (tests
+    pace each pipeline really had when it ran alone. It waits in slices of REPLAY_SLICE_S
+    that look at `stop`; with `heartbeats`, it also yields None after each slice, so a
+    consumer that can only be closed between two yields (a web handler) can be stopped
+    while it waits. Closing it early sets `stop`. `sleep` and `clock` go together (tests
     pass a fake clock whose sleep advances it).
     """
     timeline = sorted(
         ((c.t - r.start, s, c) for s, r in results.items() for c in r.chunks),
         key=lambda x: x[0],
     )
+    finished = False
     t0 = clock()
-    for offset, side, chunk in timeline:
-        if stop is not None and stop.is_set():
-            return
-        wait = offset / speed - (clock() - t0)
-        if wait > 0:
-            sleep(wait)
-        yield ChunkEvent(side, chunk, phase="replay")
+    try:
+        for offset, side, chunk in timeline:
+            while True:
+                if stop is not None and stop.is_set():
+                    return
+                wait = offset / speed - (clock() - t0)
+                if wait <= REPLAY_SLICE_S:
+                    if wait > 0:
+                        sleep(wait)  # the last slice: on to the chunk (a re-check could loop on rounding)
+                    break
+                sleep(REPLAY_SLICE_S)
+                if heartbeats:
+                    yield None
+            yield ChunkEvent(side, chunk, phase="replay")
+        finished = True
+    finally:
+        if not finished and stop is not None:
+            stop.set()  # the consumer left: whoever else waits on this flag stops too

@@ -31,10 +31,17 @@ from ..core.files import write_atomic
 
 FORMAT = "speculative-arena-recording"
 VERSION = 1
-MAX_BYTES = 2 * 1024 * 1024     # a 1,024-token race is about 100 kB
 MAX_SECONDS = 900.0             # a replay never runs longer than this
 MAX_STEP_TOKENS = 64            # K is at most 32 on the page; a step is K accepted + 1
-MAX_STEP_CHARS = 4_000
+# Bounded by its token count, so a replay costs what its race did: real text is ~4 characters a
+# token (shipped recordings: at most 12 in a step), a real file ~55 bytes a token + 2 KB.
+MAX_CHARS_PER_TOKEN = 64        # in one step: the longest tokens are runs of spaces or dashes
+MAX_LANE_CHARS = 16 * MAX_NEW_TOKENS_LIMIT
+MAX_STEP_CHARS = MAX_CHARS_PER_TOKEN * MAX_STEP_TOKENS
+HEADER_BYTES = 128 * 1024       # settings, machine, versions and a 16,000-character prompt, escaped
+BYTES_PER_TOKEN = 160           # a one-token step with its id, its text and its time, with room
+MAX_LANE_TOKENS = MAX_NEW_TOKENS_LIMIT + MAX_STEP_TOKENS
+MAX_BYTES = HEADER_BYTES + BYTES_PER_TOKEN * len(("baseline", "draft", "lookup")) * MAX_LANE_TOKENS  # ~1.1 MB
 RECORDINGS_DIR = Path(__file__).resolve().parents[2] / "recordings"
 
 RACE_LANES = ("baseline", "speculative")
@@ -64,13 +71,17 @@ class Step(_Strict):
     def _accepted_is_a_prefix(self):
         if not self.text.startswith(self.accepted_text):
             raise ValueError("a step's accepted text must be the start of its text")
+        if len(self.text) > MAX_CHARS_PER_TOKEN * len(self.token_ids):
+            raise ValueError(f"a step holds {len(self.text):,} characters of text for {len(self.token_ids)} "
+                             f"token{'s' if len(self.token_ids) != 1 else ''}, more than tokens ever decode to "
+                             f"(at most {MAX_CHARS_PER_TOKEN} each)")
         return self
 
 
 class Lane(_Strict):
     name: LaneName
     seconds: float = Field(ge=0, le=MAX_SECONDS, description="from generate() called to returned")
-    tokens: int = Field(ge=0, le=MAX_NEW_TOKENS_LIMIT + MAX_STEP_TOKENS)
+    tokens: int = Field(ge=0, le=MAX_LANE_TOKENS)
     steps: list[Step] = Field(max_length=MAX_NEW_TOKENS_LIMIT)
     ov_accepted_tokens: Optional[int] = Field(None, ge=0, le=10 * MAX_NEW_TOKENS_LIMIT)
     ov_draft_tokens: Optional[int] = Field(None, ge=0, le=10 * MAX_NEW_TOKENS_LIMIT)
@@ -80,6 +91,10 @@ class Lane(_Strict):
         counted = sum(len(s.token_ids) for s in self.steps)
         if counted != self.tokens:
             raise ValueError(f"the lane says {self.tokens} tokens but its steps hold {counted}")
+        chars = sum(len(s.text) for s in self.steps)
+        if chars > MAX_LANE_CHARS:
+            raise ValueError(f"the lane holds {chars:,} characters of text, more than a race of "
+                             f"{MAX_NEW_TOKENS_LIMIT:,} tokens ever makes ({MAX_LANE_CHARS:,})")
         if any(b.t < a.t for a, b in zip(self.steps, self.steps[1:])):
             raise ValueError("the steps' times must never go back")
         if self.steps and self.steps[-1].t > self.seconds + 1e-3:
@@ -162,7 +177,17 @@ def from_results(results: dict, *, kind: str, mode: str, preset: str, settings, 
                  draft_format: Optional[str] = None, machine: Optional[dict] = None,
                  versions: Optional[dict] = None, recorded_at: Optional[str] = None) -> Recording:
     """A recording of a finished race: `results` maps lane -> RunResult (demo.core.streaming):
-    baseline and speculative for a race, baseline, draft and lookup for a three-way race."""
+    baseline and speculative for a race, baseline, draft and lookup for a three-way race.
+    RecordingError (one sentence) for a race no recording can hold."""
+    try:
+        return _from_results(results, kind, mode, preset, settings, prompt, prompt_class, how, exact, main_format,
+                             draft_format, machine, versions, recorded_at)
+    except ValidationError as e:
+        raise RecordingError(f"This race cannot be saved as a recording ({_first_problem(e)}).") from None
+
+
+def _from_results(results, kind, mode, preset, settings, prompt, prompt_class, how, exact, main_format,
+                  draft_format, machine, versions, recorded_at) -> Recording:
     from ..core.machine import machine_info, versions as library_versions
 
     lanes = []
@@ -186,11 +211,16 @@ def from_results(results: dict, *, kind: str, mode: str, preset: str, settings, 
     )
 
 
+def max_bytes(tokens: int) -> int:
+    """The most bytes a recording of this many tokens (all lanes together) may take."""
+    return HEADER_BYTES + BYTES_PER_TOKEN * tokens
+
+
 def dumps(rec: Recording) -> bytes:
     data = rec.model_dump_json().encode("utf-8")
-    if len(data) > MAX_BYTES:
-        raise RecordingError(f"This race makes a {_mb(len(data))} recording, over the {_mb(MAX_BYTES)} that can "
-                             "be replayed; record a shorter race (fewer new tokens).")
+    if len(data) > min(MAX_BYTES, max_bytes(sum(lane.tokens for lane in rec.lanes))):
+        raise RecordingError(f"This race makes a {_mb(len(data))} recording, more than one of its length can take "
+                             "to be replayed; record a shorter race (fewer new tokens).")
     return data
 
 
@@ -245,12 +275,17 @@ def load_bytes(data: bytes) -> Recording:
         raise RecordingError(f"This recording was made by a newer version of the demo (format {version}); "
                              "update the demo to replay it.")
     try:
-        return Recording.model_validate(raw)
+        rec = Recording.model_validate(raw)
     except ValidationError as e:
         raise RecordingError(f"This recording does not match the recording format ({_first_problem(e)}); "
                              f"{WHAT_TO_DO}.") from None
     except RecursionError:
         raise RecordingError(f"This recording is nested too deeply to be one; {WHAT_TO_DO}.") from None
+    tokens = sum(lane.tokens for lane in rec.lanes)
+    if len(data) > max_bytes(tokens):  # padding, or text no race makes: replaying it would cost more than the race
+        raise RecordingError(f"This file is {_kb(len(data))} for {tokens:,} tokens, more than a recording of that "
+                             f"length takes (at most {_kb(max_bytes(tokens))}); {WHAT_TO_DO}.")
+    return rec
 
 
 def load(path: Union[str, Path]) -> Recording:
@@ -286,6 +321,10 @@ def _first_problem(e: ValidationError) -> str:
 
 def _mb(n: int) -> str:
     return f"{n / (1024 * 1024):.1f} MB"
+
+
+def _kb(n: int) -> str:
+    return f"{n / 1024:,.0f} KB"
 
 
 # -- replaying -------------------------------------------------------------------------------

@@ -10,13 +10,24 @@ clicks) takes over at once: a demo race still running is stopped, a click on Run
 the visitor's race as soon as that stop went through, and a tap in the prompt clears the
 example the loop typed. The idle clock restarts at every input and whenever a race ends,
 and the loop waits while any race runs.
+
+One loop per kiosk, not per tab: every tab renews a lease on the server each second, and
+only the tab holding it runs the loop. A free lease goes only to a tab that shows the Race
+tab, so a second screen left on the Scoreboard is never pulled back to the race; a tab that
+stops renewing (closed, asleep) frees it after LEASE_S.
 """
 
 from __future__ import annotations
 
 import json
+import threading
+import time
+from typing import Callable, Optional
 
 import gradio as gr
+
+LEASE_S = 5.0       # a holder that stopped renewing gives the loop up after this
+RENEW_S = 1.0       # each tab renews (or asks for) the lease this often
 
 SCRIPT = """
 () => {
@@ -25,7 +36,7 @@ SCRIPT = """
   const EXAMPLES = %(examples)s;
   const $ = (s) => document.querySelector(s);
   const k = window.__kiosk = {runs: 0, next: 0, last: Date.now(), attract: false, attractSince: 0,
-                              prompt: null, takeovers: 0, rerun: false};
+                              prompt: null, takeovers: 0, rerun: false, lease: false};
   document.documentElement.classList.add('kiosk-mode');
 
   // A race is in flight while Gradio shows its progress on the race's outputs.
@@ -70,10 +81,16 @@ SCRIPT = """
   }, true);
 
   setInterval(() => {
+    // Tell the server which tab this one shows; run the loop only while holding the lease.
+    const raceTab = [...document.querySelectorAll('button[role=tab]')].find((b) => b.textContent.trim() === 'Race');
+    const shows = !raceTab || raceTab.getAttribute('aria-selected') === 'true' ? 'race' : 'other';
+    const tab = $('#kiosk-tab textarea');
+    if (tab && tab.value !== shows) { tab.value = shows; tab.dispatchEvent(new Event('input', {bubbles: true})); }
+    k.lease = $('#kiosk-lease textarea')?.value === 'held';
+    if (!k.lease) { touch(); return; }  // another tab runs the loop
     if (busy()) { touch(); return; }  // anyone's race: wait for it to end
     if (k.attract && Date.now() - k.attractSince > 2000) k.attract = false;  // it ended by itself
     if (Date.now() - k.last < IDLE_MS || !EXAMPLES.length) return;
-    const raceTab = [...document.querySelectorAll('button[role=tab]')].find((b) => b.textContent.trim() === 'Race');
     if (raceTab && raceTab.getAttribute('aria-selected') !== 'true') { raceTab.click(); return; }
     const text = EXAMPLES[k.next %% EXAMPLES.length];
     if (!setPrompt(text) || !$('#run')) return;
@@ -93,6 +110,37 @@ def script(examples: list, idle_seconds: float) -> str:
     return SCRIPT % {"idle_ms": int(idle_seconds * 1000), "examples": json.dumps(list(examples))}
 
 
-def install(demo: gr.Blocks, examples: list, idle_seconds: float) -> None:
-    """Run the kiosk script when the page loads (inside `with demo:`)."""
+class AttractLease:
+    """Which one tab (a Gradio session) runs the attract loop; renewed by that tab's ticks."""
+
+    def __init__(self, ttl_s: float = LEASE_S, clock: Callable[[], float] = time.monotonic):
+        self.ttl_s, self.clock = ttl_s, clock
+        self._lock = threading.Lock()
+        self._holder: Optional[str] = None
+        self._until = 0.0
+
+    def renew(self, session: str, shows_race: bool) -> bool:
+        """Whether `session` holds the lease now: kept while renewed, and taken when free
+        (or expired) only by a tab that shows the Race tab."""
+        with self._lock:
+            now = self.clock()
+            if session != self._holder and (not shows_race or (self._holder is not None and now < self._until)):
+                return False
+            self._holder, self._until = session, now + self.ttl_s
+            return True
+
+
+def install(demo: gr.Blocks, examples: list, idle_seconds: float, lease: Optional[AttractLease] = None) -> None:
+    """Run the kiosk script when the page loads, and renew the attract loop's lease from
+    every tab (inside `with demo:`)."""
+    lease = lease or AttractLease()
+    shows = gr.Textbox("race", visible="hidden", elem_id="kiosk-tab")
+    held = gr.Textbox("", visible="hidden", elem_id="kiosk-lease")
+    ticker = gr.Timer(RENEW_S)
+
+    def renew(tab, request: gr.Request):
+        session = getattr(request, "session_hash", None)
+        return "held" if session and lease.renew(session, tab == "race") else ""
+
+    ticker.tick(renew, shows, held, api_visibility="private", queue=False, show_progress="hidden")
     demo.load(None, None, None, js=script(examples, idle_seconds), api_visibility="private", queue=False)

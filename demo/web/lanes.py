@@ -40,6 +40,9 @@ class LaneState:
     end: Optional[float] = None
     placeholder: str = ""
     note: str = ""
+    # The panel's HTML so far: only steps added since the last update are rendered.
+    _source: Optional[list] = field(default=None, init=False, repr=False, compare=False)
+    _pieces: list = field(default_factory=list, init=False, repr=False, compare=False)
 
     def series(self) -> list:
         if self.start is None:
@@ -50,12 +53,37 @@ class LaneState:
             pts.append((c.t - self.start, n))
         return pts
 
+    def output_html(self, baseline: bool) -> str:
+        """The panel: the baseline shows plain text, other lanes their accepted guesses. It
+        only grows at its end while steps are appended (render.PANEL_OPEN)."""
+        if self.chunks is not self._source or len(self.chunks) < len(self._pieces):
+            self._source, self._pieces = self.chunks, []  # a new list (a side's final chunks): start over
+        for i in range(len(self._pieces), len(self.chunks)):
+            c = self.chunks[i]
+            self._pieces.append(render.baseline_piece(c) if baseline else render.step_html(i, c))
+        body = "".join(self._pieces)
+        return render.PANEL_OPEN + body if body else render.placeholder_html(self.placeholder)
+
     def html(self, baseline: bool) -> tuple[str, str]:
-        """(output, stats) HTML; the baseline shows plain text, other lanes their accepted guesses."""
-        renderer = render.baseline_html if baseline else render.speculative_html
+        """(output, stats) HTML."""
         stats = side_stats(self.chunks, self.start, self.end) if self.start is not None else None
         state = "idle" if self.start is None else ("running" if self.end is None else "done")
-        return renderer(self.chunks, self.placeholder), render.stats_html(stats, self.note, state)
+        return self.output_html(baseline), render.stats_html(stats, self.note, state)
+
+
+class Shown:
+    """What the page shows of each lane, re-rendered only for lanes marked dirty, and sent
+    whole at every update: Gradio sends only what changed since the last update (nothing for
+    an unchanged string, the new tail for a grown one), whereas a value left out of one
+    update makes it send the next one in full."""
+
+    def __init__(self):
+        self._html: dict = {}
+
+    def get(self, name: str, lane: LaneState, dirty: bool, baseline: bool) -> tuple[str, str]:
+        if dirty or name not in self._html:
+            self._html[name] = lane.html(baseline=baseline)
+        return self._html[name]
 
 
 class LanePanels:
@@ -97,6 +125,7 @@ class LanesView:
         self.summary = ""
         self.histogram = ""
         self.extra: dict = {}    # other components' updates to send with the next yield
+        self.shown = Shown()
 
     def outputs(self) -> dict:
         p = self.panels
@@ -108,10 +137,9 @@ class LanesView:
                 if lane is not None:
                     out[p.titles[i]] = f"### {TITLES[lane]}"
             self.layout = False
-        for lane in self.dirty:
-            i = self.lanes.index(lane)
-            text, stats = self.lane[lane].html(baseline=lane == "baseline")
-            out[p.outputs[i]] = f'<div class="lane-output" data-lane="{html.escape(lane)}">{text}</div>'
+        for i, lane in enumerate(self.lanes):
+            text, stats = self.shown.get(lane, self.lane[lane], lane in self.dirty, baseline=lane == "baseline")
+            out[p.outputs[i]] = f'<div class="lane-output" data-lane="{html.escape(lane)}">{text}'  # open: see render
             out[p.stats[i]] = stats
         self.dirty.clear()
         series = {lane: self.lane[lane].series() for lane in self.lanes}
@@ -139,15 +167,20 @@ class Throttle:
 
 def retimed(results: dict, stop: threading.Event, t0: float):
     """(lane, chunk) of recorded runs at the pace each had, each chunk re-timed onto a replay
-    clock started at t0, so the counters read like a live race."""
-    for event in replay(results, stop=stop):
+    clock started at t0, so the counters read like a live race; None after each slice of a
+    wait (race.replay's heartbeats), so the consumer can yield and be stopped meanwhile."""
+    for event in replay(results, stop=stop, heartbeats=True):
+        if event is None:
+            yield None
+            continue
         c = event.chunk
         yield event.side, Chunk(c.side, c.token_ids, c.text, c.accepted_text, t0 + (c.t - results[event.side].start))
 
 
 def replay_into(view: LanesView, results: dict, stop: threading.Event, message: str):
     """Play recorded runs (lane -> RunResult) side by side at the pace each had, yielding
-    the view's updates."""
+    the view's updates (at least one per Throttle interval while it waits, so Stop or a
+    closed tab reaches it at once, even when the next step is minutes away)."""
     t0 = time.perf_counter()
     for lane in view.lanes:
         view.lane[lane] = LaneState(start=t0, placeholder="", note=view.lane[lane].note)
@@ -155,18 +188,20 @@ def replay_into(view: LanesView, results: dict, stop: threading.Event, message: 
     view.status = message
     yield view.outputs()
     throttle = Throttle()
-    for lane, chunk in retimed(results, stop, t0):
-        view.lane[lane].chunks.append(chunk)
-        view.dirty.add(lane)
+    for item in retimed(results, stop, t0):
+        if item is not None:
+            lane, chunk = item
+            view.lane[lane].chunks.append(chunk)
+            view.dirty.add(lane)
         if throttle.ready():
             yield view.outputs()
     if stop.is_set():
         return
-    # Wait out the slowest lane's last step-free stretch (the end of generate()).
+    # Wait out the slowest lane's last step-free stretch (the end of generate()), in slices.
     end = max(r.end - r.start for r in results.values())
-    left = end - (time.perf_counter() - t0)
-    if left > 0:
-        stop.wait(left)
+    while (left := end - (time.perf_counter() - t0)) > 0 and not stop.is_set():
+        stop.wait(min(left, MIN_UPDATE_INTERVAL_S))
+        yield view.outputs()
     for lane in view.lanes:
         r = results[lane]
         view.lane[lane].end = t0 + (r.end - r.start)

@@ -24,26 +24,41 @@ def esc(value) -> str:
     return html.escape(str(value), quote=True)
 
 
+# A panel's HTML is left open at its end (the browser closes the tags): as text streams in,
+# each update only appends to the last one, and Gradio then sends just the new tail.
+PANEL_OPEN = '<div class="panel-text">'
+
+
+def placeholder_html(placeholder: str) -> str:
+    return f'{PANEL_OPEN}<span class="placeholder">{esc(placeholder)}</span>'
+
+
+def baseline_piece(chunk: Chunk) -> str:
+    """One step of the baseline's panel (escaping is per character, so pieces concatenate)."""
+    return esc(chunk.text)
+
+
+def step_html(i: int, c: Chunk) -> str:
+    """Step i of a speculative panel: its accepted guesses, then the main model's token."""
+    rest = c.text[len(c.accepted_text):] if c.text.startswith(c.accepted_text) else c.text
+    acc = c.accepted_text if c.text.startswith(c.accepted_text) else ""
+    inner = ""
+    if c.accepted:
+        inner += f'<span class="tok-accepted" data-n="{c.accepted}">{esc(acc)}</span>'
+    inner += f'<span class="tok-main">{esc(rest)}</span>'
+    return f'<span class="step" title="step {i + 1}: {c.accepted} accepted + 1 from the main model">{inner}</span>'
+
+
 def baseline_html(chunks: Sequence[Chunk], placeholder: str = "") -> str:
-    text = "".join(c.text for c in chunks)
-    body = esc(text) if text else f'<span class="placeholder">{esc(placeholder)}</span>'
-    return f'<div class="panel-text">{body}</div>'
+    body = "".join(baseline_piece(c) for c in chunks)
+    return PANEL_OPEN + body if body else placeholder_html(placeholder)
 
 
 def speculative_html(chunks: Sequence[Chunk], placeholder: str = "") -> str:
     """One <span class=step> per main-model step: accepted guesses, then the main token."""
     if not chunks:
-        return f'<div class="panel-text"><span class="placeholder">{esc(placeholder)}</span></div>'
-    parts = []
-    for i, c in enumerate(chunks):
-        rest = c.text[len(c.accepted_text):] if c.text.startswith(c.accepted_text) else c.text
-        acc = c.accepted_text if c.text.startswith(c.accepted_text) else ""
-        inner = ""
-        if c.accepted:
-            inner += f'<span class="tok-accepted" data-n="{c.accepted}">{esc(acc)}</span>'
-        inner += f'<span class="tok-main">{esc(rest)}</span>'
-        parts.append(f'<span class="step" title="step {i + 1}: {c.accepted} accepted + 1 from the main model">{inner}</span>')
-    return f'<div class="panel-text">{"".join(parts)}</div>'
+        return placeholder_html(placeholder)
+    return PANEL_OPEN + "".join(step_html(i, c) for i, c in enumerate(chunks))
 
 
 def stats_html(stats: Optional[SideStats], note: str = "", state: str = "idle") -> str:
@@ -89,6 +104,7 @@ def race_chart_svg(series: dict, width: int = 640, height: int = 180, colours: O
     `colours` maps names to colours for lanes other than baseline and speculative.
     """
     colours = {"baseline": BASELINE_COLOUR, "speculative": SPECULATIVE_COLOUR, **(colours or {})}
+    series = {side: _thinned(pts) for side, pts in series.items()}
     points = [p for s in series.values() for p in s]
     if not points:
         return '<div class="chart empty">the race chart appears when tokens flow</div>'
@@ -118,6 +134,20 @@ def race_chart_svg(series: dict, width: int = 640, height: int = 180, colours: O
         out.append(f'<text x="{sx(t) + 6:.1f}" y="{y:.1f}" font-size="12" fill="{colour}">{esc(side)} {n}</text>')
     out.append("</svg>")
     return "".join(out)
+
+
+# A line of 2,048 steps is sent ~10 times a second while it grows; 640 pixels show no more
+# than a few hundred points, so the chart's size stays the same however long the race.
+MAX_CHART_POINTS = 240
+
+
+def _thinned(pts: Sequence) -> list:
+    """At most MAX_CHART_POINTS of a line, evenly spaced, always with its last point."""
+    pts = list(pts)
+    if len(pts) <= MAX_CHART_POINTS:
+        return pts
+    step = (len(pts) - 1) / (MAX_CHART_POINTS - 1)
+    return [pts[round(i * step)] for i in range(MAX_CHART_POINTS)]
 
 
 def acceptance_histogram_svg(chunks: Sequence[Chunk], width: int = 320, height: int = 140) -> str:

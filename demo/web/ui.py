@@ -19,7 +19,7 @@ from ..core.settings import MAX_PROMPT_CHARS, GenerationSettings, PipelineOption
 from ..core.streaming import BASELINE, SIDES, SPECULATIVE, ChunkEvent, DoneEvent, StartEvent, StatusEvent
 from ..engine.arena import Arena, RaceRequest
 from . import checks, render
-from .lanes import LaneState, Throttle, retimed
+from .lanes import LaneState, Shown, Throttle, retimed
 from .booth import Booth
 
 THEME = gr.themes.Soft()
@@ -39,12 +39,13 @@ class RaceView:
         self.summary = ""
         self.histogram = ""
         self.extra: dict = {}  # updates of other components (demo.web: the recording download)
+        self.shown = Shown()   # every update sends both panels: Gradio sends only their new tails
 
     def outputs(self, components: dict) -> dict:
         out = {}
-        for side in self.dirty:
+        for side in SIDES:
             out[components[f"{side}-output"]], out[components[f"{side}-stats"]] = \
-                self.sides[side].html(baseline=side == BASELINE)
+                self.shown.get(side, self.sides[side], side in self.dirty, baseline=side == BASELINE)
         self.dirty.clear()
         out[components["chart"]] = render.race_chart_svg({k: v.series() for k, v in self.sides.items()}) + self.histogram
         out[components["status"]] = self.status
@@ -336,9 +337,11 @@ def _replay(view: RaceView, results: dict, components: dict, stop_flag: threadin
         view.sides[side] = LaneState(start=t0, placeholder="")
     view.status = "▶ replaying both runs side by side at their real pace (each was measured alone)"
     throttle = Throttle()
-    for side, chunk in retimed(results, stop_flag, t0):
-        view.sides[side].chunks.append(chunk)
-        view.dirty.add(side)
+    for item in retimed(results, stop_flag, t0):
+        if item is not None:  # None: a heartbeat while it waits, a point where Stop can reach it
+            side, chunk = item
+            view.sides[side].chunks.append(chunk)
+            view.dirty.add(side)
         if throttle.ready():
             yield view.outputs(components)
     for side in SIDES:
