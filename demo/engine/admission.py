@@ -6,6 +6,11 @@ visitor does (loading the page, reading the status, replaying a recorded run) ne
 here. Jobs are served first come, first served; a waiting job can be cancelled (Stop, tab
 closed) and learns its place in line, so the page can say "2 runs ahead of you".
 
+One visitor, one job: a job may name its visitor (opaque keys the web layer makes from the
+Gradio session and, where it knows it, the client's address); while it waits or runs, any
+other job naming one of those keys is refused with a sentence, so one client cannot fill
+the line that everyone shares.
+
 A slot is held by the job's worker threads, not by the generator a web handler iterates:
 closing that generator (Stop) only asks the workers to stop, and the slot is released when
 the last of them has really returned, so the next visitor's clock never counts the end
@@ -19,7 +24,7 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Callable, Optional, Sequence
 
 from ..core.errors import Cancelled, DemoError
 
@@ -30,6 +35,10 @@ class QueueFull(DemoError):
     pass
 
 
+class VisitorBusy(DemoError):
+    """The visitor already has a job waiting or running."""
+
+
 @dataclass
 class Ticket:
     number: int
@@ -37,6 +46,7 @@ class Ticket:
     since: float
     _admission: "Admission"
     _released: bool = False
+    visitor: tuple = ()  # the keys of the visitor it runs for, free again at release
 
     def release(self) -> None:
         """Give the slot back (idempotent: a Stop and the normal end may both call it)."""
@@ -50,20 +60,28 @@ class Admission:
         self._waiting: deque[Ticket] = deque()
         self._holder: Optional[Ticket] = None
         self._numbers = itertools.count(1)
+        self._visitors: dict[str, Ticket] = {}  # visitor key -> its job, waiting or running
 
     def enter(self, what: str, stop: Optional[threading.Event] = None,
-              status: Callable[[str], None] = lambda m: None, timeout_s: Optional[float] = None) -> Ticket:
+              status: Callable[[str], None] = lambda m: None, timeout_s: Optional[float] = None,
+              visitor: Sequence[str] = ()) -> Ticket:
         """Wait for the slot in arrival order; return the held Ticket.
 
-        Raises Cancelled when `stop` is set while waiting, QueueFull when too many wait.
+        Raises Cancelled when `stop` is set while waiting, QueueFull when too many wait,
+        VisitorBusy when a key of `visitor` already has a job waiting or running.
         """
         with self._cond:
+            busy = next((self._visitors[k] for k in visitor if k in self._visitors), None)
+            if busy is not None:
+                raise VisitorBusy(f"You already have {busy.what} running or waiting; wait for it to finish "
+                                  "or press Stop.")
             if len(self._waiting) >= self.max_waiting:
                 raise QueueFull(
                     f"{len(self._waiting)} runs are already waiting for this machine; try again in a minute."
                 )
-            ticket = Ticket(next(self._numbers), what, time.monotonic(), self)
+            ticket = Ticket(next(self._numbers), what, time.monotonic(), self, visitor=tuple(visitor))
             self._waiting.append(ticket)
+            self._visitors.update(dict.fromkeys(ticket.visitor, ticket))
             last_ahead = None
             try:
                 while True:
@@ -84,6 +102,7 @@ class Admission:
             except BaseException:
                 if ticket in self._waiting:
                     self._waiting.remove(ticket)
+                    self._forget_visitor(ticket)
                     self._cond.notify_all()
                 raise
 
@@ -92,9 +111,15 @@ class Admission:
             if ticket._released:
                 return
             ticket._released = True
+            self._forget_visitor(ticket)
             if self._holder is ticket:
                 self._holder = None
                 self._cond.notify_all()
+
+    def _forget_visitor(self, ticket: Ticket) -> None:
+        for key in ticket.visitor:
+            if self._visitors.get(key) is ticket:
+                del self._visitors[key]
 
     def state(self) -> dict:
         """What the page shows: what runs now, and how many wait."""

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, replace
-from typing import Iterator, Optional
+from typing import Iterator, Optional, Sequence
 
 from ..core.errors import DemoError
 from ..core.metrics import SideStats, acceptance_rate, compare, side_stats
@@ -114,7 +114,8 @@ def how_it_ran(request: RaceRequest) -> str:
             f"{request.options.draft_device}; {k} assistant tokens for both methods; {exact}")
 
 
-def run(arena: Arena, request: RaceRequest, stop: Optional[threading.Event] = None) -> Iterator:
+def run(arena: Arena, request: RaceRequest, stop: Optional[threading.Event] = None,
+        visitor: Sequence[str] = ()) -> Iterator:
     """Prepare the preset, wait for the CPU (StatusEvents meanwhile), then run the baseline,
     the draft model and prompt lookup alone, one after the other, all inside one admission
     slot. Closing the iterator stops the work without waiting for it."""
@@ -148,7 +149,7 @@ def run(arena: Arena, request: RaceRequest, stop: Optional[threading.Event] = No
         "a three-way race", stop,
         lambda status: arena.prepare(request.preset, status, cancel=stop, main_format=request.main_format,
                                      draft_format=request.draft_format),
-        check_prompt)
+        check_prompt, visitor)
 
     def lane_runner(lane: str):
         side = BASELINE if lane == "baseline" else SPECULATIVE

@@ -86,7 +86,8 @@ class RemoteArena(Arena):
         return None
 
     # -- running --------------------------------------------------------------------------
-    def run(self, request: RaceRequest, stop: Optional[threading.Event] = None) -> Iterator:
+    def run(self, request: RaceRequest, stop: Optional[threading.Event] = None, visitor=()) -> Iterator:
+        # `visitor` is not limited here yet: the replicas' queues, not one admission slot, hold the runs.
         prompt = validate_prompt(request.prompt)
         request.settings.validated()
         request = replace(request, prompt=prompt)
