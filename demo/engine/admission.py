@@ -71,10 +71,7 @@ class Admission:
         VisitorBusy when a key of `visitor` already has a job waiting or running.
         """
         with self._cond:
-            busy = next((self._visitors[k] for k in visitor if k in self._visitors), None)
-            if busy is not None:
-                raise VisitorBusy(f"You already have {busy.what} running or waiting; wait for it to finish "
-                                  "or press Stop.")
+            self._refuse_busy(visitor)
             if len(self._waiting) >= self.max_waiting:
                 raise QueueFull(
                     f"{len(self._waiting)} runs are already waiting for this machine; try again in a minute."
@@ -105,6 +102,20 @@ class Admission:
                     self._forget_visitor(ticket)
                     self._cond.notify_all()
                 raise
+
+    def visit(self, what: str, visitor: Sequence[str]) -> Ticket:
+        """Count a job that runs elsewhere (a cluster's replicas, with queues of their own) for its
+        visitor only: it takes no slot here, but the visitor's next job is refused until it is released."""
+        with self._cond:
+            self._refuse_busy(visitor)
+            ticket = Ticket(next(self._numbers), what, time.monotonic(), self, visitor=tuple(visitor))
+            self._visitors.update(dict.fromkeys(ticket.visitor, ticket))
+            return ticket
+
+    def _refuse_busy(self, visitor: Sequence[str]) -> None:
+        busy = next((self._visitors[k] for k in visitor if k in self._visitors), None)
+        if busy is not None:
+            raise VisitorBusy(f"You already have {busy.what} running or waiting; wait for it to finish or press Stop.")
 
     def _release(self, ticket: Ticket) -> None:
         with self._cond:

@@ -87,10 +87,17 @@ class RemoteArena(Arena):
 
     # -- running --------------------------------------------------------------------------
     def run(self, request: RaceRequest, stop: Optional[threading.Event] = None, visitor=()) -> Iterator:
-        # `visitor` is not limited here yet: the replicas' queues, not one admission slot, hold the runs.
         prompt = validate_prompt(request.prompt)
         request.settings.validated()
         request = replace(request, prompt=prompt)
+        # One job per visitor here too; the replicas' own queues, not one slot, order the runs.
+        claim = self.admission.visit("a fair measurement" if request.mode == "fair" else "a race", visitor)
+        try:
+            yield from self._run(request, stop)
+        finally:
+            claim.release()
+
+    def _run(self, request: RaceRequest, stop: Optional[threading.Event]) -> Iterator:
         stop = stop or threading.Event()
         stream = self._race.options(stream=True).run.remote(request)
         finished = threading.Event()
