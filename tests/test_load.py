@@ -46,11 +46,11 @@ class AdmissionSpy:
         self.lock = threading.Lock()
         self.jobs: list[dict] = []
 
-    def enter(self, what, stop=None, status=lambda m: None, timeout_s=None, visitor=()):
+    def enter(self, what, stop=None, status=lambda m: None, timeout_s=None):
         job = {"what": what, "arrived": time.monotonic(), "granted": None, "released": None}
         with self.lock:
             self.jobs.append(job)
-        ticket = self.real_enter(what, stop, status, timeout_s, visitor=visitor)
+        ticket = self.real_enter(what, stop, status, timeout_s)
         job["granted"] = time.monotonic()
         real_release = ticket.release
 

@@ -13,12 +13,11 @@ import time
 import pytest
 from gradio_client import Client
 
-from demo.engine.admission import Admission, Cancelled, VisitorBusy
+from demo.engine.admission import Admission, VisitorBusy
 from demo.web.visitors import keys_of
 from tests.test_bad_inputs import assert_one_clear_sentence, race_args
 
 HANG_GUARD_S = 120
-REFUSAL_GUARD_S = 5  # a refusal is immediate; only a missing rule waits this long
 BUSY = "You already have a race running or waiting; wait for it to finish or press Stop."
 
 
@@ -33,45 +32,44 @@ def wait_for(condition, what: str, timeout_s: float = HANG_GUARD_S) -> None:
 
 def test_a_visitor_with_a_job_running_or_waiting_is_refused_and_others_are_not():
     admission = Admission()
-    running = admission.enter("a race", visitor=("session:a",))
-    with pytest.raises(VisitorBusy) as info:  # timeout_s: without the rule it would wait, not hang the test
-        admission.enter("a race", visitor=("session:a",), timeout_s=REFUSAL_GUARD_S)
+    first = admission.claim("a race", ("session:a",))
+    running = admission.enter("a race")
+    with pytest.raises(VisitorBusy) as info:
+        admission.claim("a race", ("session:a",))
     assert str(info.value) == BUSY
     assert admission.state() == {"running": "a race", "waiting": 0}  # the refusal did not join the line
 
-    # Another visitor waits in line; while it waits, its own second job is refused too.
+    # Another visitor is admitted and waits in line; meanwhile its own second job is refused too,
+    # also from a new session on the same address.
     stop, got = threading.Event(), []
-    t = threading.Thread(target=lambda: got.append(admission.enter("a fair measurement", stop,
-                                                                   visitor=("session:b", "address:93.184.216.34"))))
+    second = admission.claim("a fair measurement", ("session:b", "address:93.184.216.34"))
+    t = threading.Thread(target=lambda: got.append(admission.enter("a fair measurement", stop)))
     t.start()
     wait_for(lambda: admission.state()["waiting"] == 1, "the second visitor in line")
     with pytest.raises(VisitorBusy, match="^You already have a fair measurement running or waiting"):
-        admission.enter("a race", visitor=("session:c", "address:93.184.216.34"),  # same address, new session
-                        timeout_s=REFUSAL_GUARD_S)
+        admission.claim("a race", ("session:c", "address:93.184.216.34"))
     running.release()
+    first.release()  # the first visitor's stream ended
     t.join(HANG_GUARD_S)
-    # Released: the first visitor may start again (it waits behind b).
-    waiting = threading.Thread(target=lambda: pytest.raises(Cancelled, admission.enter, "a race", stop,
-                                                            visitor=("session:a",)))
-    waiting.start()
-    wait_for(lambda: admission.state()["waiting"] == 1, "the first visitor back in line")
-    stop.set()  # a job cancelled while waiting frees its visitor's keys
-    waiting.join(HANG_GUARD_S)
+    # Released: the first visitor may start again (and waits behind b), b still may not.
+    again = admission.claim("a race", ("session:a",))
+    with pytest.raises(VisitorBusy):
+        admission.claim("a race", ("session:b",))
     got[0].release()
-    admission.enter("a race", visitor=("session:a",)).release()
+    second.release()
+    again.release()
+    admission.claim("a race", ("session:b", "address:93.184.216.34")).release()
     assert admission.state() == {"running": None, "waiting": 0}
 
 
-def test_jobs_without_a_visitor_are_not_limited():
+def test_a_claim_lasts_as_long_as_its_with_block():
     admission = Admission()
-    first = admission.enter("measuring this machine once")
-    stop = threading.Event()
-    t = threading.Thread(target=lambda: pytest.raises(Cancelled, admission.enter, "loading models", stop))
-    t.start()
-    wait_for(lambda: admission.state()["waiting"] == 1, "the operator's second job in line")
-    stop.set()
-    t.join(HANG_GUARD_S)
-    first.release()
+    with admission.visiting("a three-way race", ("session:a",)):
+        with pytest.raises(VisitorBusy, match="^You already have a three-way race running or waiting"):
+            admission.claim("a race", ("session:a",))
+    admission.claim("a race", ("session:a",)).release()
+    admission.claim("a race", ()).release()  # no keys (in-process callers): never limited
+    admission.claim("a race", ()).release()
 
 
 def test_visitor_keys_use_the_address_only_where_it_names_the_visitor():

@@ -116,9 +116,15 @@ def how_it_ran(request: RaceRequest) -> str:
 
 def run(arena: Arena, request: RaceRequest, stop: Optional[threading.Event] = None,
         visitor: Sequence[str] = ()) -> Iterator:
-    """Prepare the preset, wait for the CPU (StatusEvents meanwhile), then run the baseline,
+    """Wait for the CPU (StatusEvents meanwhile), prepare the preset, then run the baseline,
     the draft model and prompt lookup alone, one after the other, all inside one admission
-    slot. Closing the iterator stops the work without waiting for it."""
+    slot; `visitor`: whose job it is (Admission.claim). Closing the iterator stops the work
+    without waiting for it."""
+    with arena.admission.visiting("a three-way race", visitor):
+        yield from _run(arena, request, stop)
+
+
+def _run(arena: Arena, request: RaceRequest, stop: Optional[threading.Event]) -> Iterator:
     prompt = validate_prompt(request.prompt)
     settings = request.settings.validated()
     if settings.assistant_tokens is None:
@@ -149,7 +155,7 @@ def run(arena: Arena, request: RaceRequest, stop: Optional[threading.Event] = No
         "a three-way race", stop,
         lambda status: arena.prepare(request.preset, status, cancel=stop, main_format=request.main_format,
                                      draft_format=request.draft_format),
-        check_prompt, visitor)
+        check_prompt)
 
     def lane_runner(lane: str):
         side = BASELINE if lane == "baseline" else SPECULATIVE

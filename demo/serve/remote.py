@@ -91,14 +91,10 @@ class RemoteArena(Arena):
         request.settings.validated()
         request = replace(request, prompt=prompt)
         # One job per visitor here too; the replicas' own queues, not one slot, order the runs.
-        claim = self.admission.visit("a fair measurement" if request.mode == "fair" else "a race", visitor)
-        try:
-            yield from self._run(request, stop)
-        finally:
-            claim.release()
+        with self.admission.visiting("a fair measurement" if request.mode == "fair" else "a race", visitor):
+            yield from self._stream(request, stop or threading.Event())
 
-    def _run(self, request: RaceRequest, stop: Optional[threading.Event]) -> Iterator:
-        stop = stop or threading.Event()
+    def _stream(self, request: RaceRequest, stop: threading.Event) -> Iterator:
         stream = self._race.options(stream=True).run.remote(request)
         finished = threading.Event()
 

@@ -444,8 +444,7 @@ def _bench_tab(arena: Arena, choices: list, default_preset: str, visitor_ids: Vi
 
         def work():
             try:
-                ticket = arena.admission.enter("a benchmark", stop_flag, lambda m: updates.put(f"⏳ {m}"),
-                                               visitor=visitor_ids.keys(http))
+                ticket = arena.admission.enter("a benchmark", stop_flag, lambda m: updates.put(f"⏳ {m}"))
             except DemoError as e:
                 outcome["error"] = str(e)
                 updates.put(None)
@@ -463,12 +462,17 @@ def _bench_tab(arena: Arena, choices: list, default_preset: str, visitor_ids: Vi
                 ticket.release()
                 updates.put(None)
 
+        try:  # one job per visitor (Admission.claim), until this handler ends
+            claim = arena.admission.claim("a benchmark", visitor_ids.keys(http))
+        except DemoError as e:
+            raise gr.Error(str(e), print_exception=False)
         threading.Thread(target=work, name="page-bench", daemon=True).start()
         try:
             while (message := updates.get()) is not None:
                 yield f"<p class='bench-progress'>{html.escape(message)}</p>", None, None
         finally:
             stop_flag.set()  # Stop pressed or tab closed: the sweep ends after the run in flight
+            claim.release()
         if "error" in outcome:
             raise gr.Error(outcome["error"], print_exception=False)
         result = outcome["result"]
