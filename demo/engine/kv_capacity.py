@@ -19,6 +19,7 @@ from typing import Optional
 
 from ..core import placement
 from ..core.settings import PipelineOptions
+from ..core.streaming import SPECULATIVE
 
 BLOCK_TOKENS = 32  # the CPU plugin's KV block; a run takes whole blocks
 # u8 KV (the CPU plugin's default here: KV_CACHE_PRECISION reads uint8_t) keeps a f32 scale
@@ -71,8 +72,6 @@ def side_capacity(main: str, draft: Optional[str], side: str, method: str,
                   options: PipelineOptions) -> Optional[int]:
     """Tokens (prompt + new + a speculative step's slack) the side's smallest pool holds;
     None where there is no scheduler pool (the stateful backend) or nothing is known."""
-    from ..core.streaming import SPECULATIVE
-
     if placement.stateful(options, method):
         return None
     pools = [pool_tokens(main, options, options.main_device)]
