@@ -21,6 +21,7 @@ from demo.web.files import MAX_UPLOAD_BYTES
 from demo.web.render import CSS
 from demo.web.style import CSS as BOOTH_CSS
 from demo.web.ui import THEME, build_demo
+from demo.web.visitors import VisitorIds
 
 # Gradio's queue holds races and benchmarks only (light events skip it); past this many
 # waiting, a visitor is told the queue is full. The engine itself runs one at a time.
@@ -32,19 +33,22 @@ def _is_loopback(host: str) -> bool:
 
 
 def make_demo(preset=None, models=None, cache_dir=None, allow_downloads=False, bench=True, warm=True,
-              calibrate=False, report=lambda message: None, kiosk=False, idle_seconds=45.0, keep_prompts=False):
+              calibrate=False, report=lambda message: None, kiosk=False, idle_seconds=45.0, keep_prompts=False,
+              trust_forwarded_for=False):
     """Build the page; with `warm`, start preparing and loading the default pair right away.
 
     `kiosk`: large type, settings hidden, and an attract loop that races the preset's next
     example after `idle_seconds` without input (demo.web.kiosk); `keep_prompts`: store
-    visitors' prompt text on the scoreboard (otherwise only "visitor").
+    visitors' prompt text on the scoreboard (otherwise only "visitor"); `trust_forwarded_for`:
+    a reverse proxy of the operator's sets X-Forwarded-For, so it names each visitor's address.
     """
     arena = Arena.create(models, cache_dir, allow_downloads=allow_downloads)
     if preset is not None:
         arena.presets.get(preset)  # an unknown name fails here, with the list of choices
         arena.presets = arena.presets.model_copy(update={"default": preset})
     booth = Booth(kiosk=kiosk, idle_seconds=idle_seconds, keep_prompts=keep_prompts)
-    demo = build_demo(arena, bench_enabled=bench and not kiosk, booth=booth).queue(
+    demo = build_demo(arena, bench_enabled=bench and not kiosk, booth=booth,
+                      visitor_ids=VisitorIds(trust_forwarded_for)).queue(
         default_concurrency_limit=1, max_size=MAX_QUEUE)
     demo.arena = arena  # for tools that drive the engine next to the page (demo.app_overhead)
     if warm:
@@ -86,6 +90,9 @@ def main(argv=None) -> int:
                     help="kiosk: seconds without input before the next example races (default 45)")
     ap.add_argument("--keep-prompts", action="store_true",
                     help="store visitors' prompt text on the scoreboard (default: only that it was a visitor's)")
+    ap.add_argument("--trust-forwarded-for", action="store_true",
+                    help="behind your own reverse proxy: limit each visitor by the address it appends to "
+                         "X-Forwarded-For (default: by Gradio session, and by the peer's address when public)")
     ap.add_argument("--no-calibrate", dest="calibrate", action="store_false",
                     help="skip measuring this machine once after the first prepare (demo.calibrate)")
     args = ap.parse_args(argv)
@@ -94,7 +101,8 @@ def main(argv=None) -> int:
     def serve() -> int:
         demo = make_demo(args.preset, args.models, args.cache_dir, allow_downloads=args.allow_downloads,
                          bench=bench_enabled, calibrate=args.calibrate, report=_terminal_progress,
-                         kiosk=args.kiosk, idle_seconds=args.idle_seconds, keep_prompts=args.keep_prompts)
+                         kiosk=args.kiosk, idle_seconds=args.idle_seconds, keep_prompts=args.keep_prompts,
+                         trust_forwarded_for=args.trust_forwarded_for)
         launch(demo, args.host, args.port, args.share)
         return 0
 

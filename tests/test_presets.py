@@ -71,7 +71,9 @@ def test_shipped_models_yaml_has_the_required_presets():
 
     dolly = presets.get("dolly-v2-7b-3b")
     assert isinstance(dolly.main, ExportSource) and isinstance(dolly.draft, ExportSource)
-    assert dolly.main.trust_remote_code and dolly.draft.trust_remote_code
+    # GPT-NeoX is built into transformers: no remote code (which would need a pinned revision)
+    assert not dolly.main.trust_remote_code and not dolly.draft.trust_remote_code
+    assert dolly.main.parameters > dolly.draft.parameters > 2_000_000_000  # for the free disk and memory check
     assert (dolly.main.repo, dolly.draft.repo) == ("databricks/dolly-v2-7b", "databricks/dolly-v2-3b")
 
     smol = presets.get("smollm2-self-draft")
@@ -290,3 +292,23 @@ def test_int4_true_is_the_deprecated_spelling_of_int4_asym(tmp_path, shipped):
     message = _error_for(tmp_path, data)
     assert "'qwen2.5-coder-embedded'" in message and "'main'" in message
     assert "int4: true and format: int8 disagree" in message
+
+
+@pytest.mark.parametrize("revision", [None, "main", "v1.0", "a" * 39, "A" * 40])
+def test_remote_code_needs_a_pinned_commit(tmp_path, shipped, revision):
+    """trust_remote_code runs the repository's Python: never an unpinned HEAD (issue 21)."""
+    data = copy.deepcopy(shipped)
+    draft = dict(data["presets"]["dolly-v2-7b-3b"]["draft"], trust_remote_code=True)
+    if revision is not None:
+        draft["revision"] = revision
+    data["presets"]["dolly-v2-7b-3b"]["draft"] = draft
+    message = _error_for(tmp_path, data)
+    _assert_readable(message)
+    assert message == ("models.yaml: preset 'dolly-v2-7b-3b', field 'draft': trust_remote_code: true runs Python "
+                       "code from the repository, so it needs `revision:` pinned to a full 40-character commit "
+                       "hash; add one, or drop trust_remote_code if the architecture is built into transformers.")
+
+
+def test_remote_code_with_a_pinned_commit_is_accepted():
+    spec = ExportSource(source="export", repo="databricks/dolly-v2-3b", revision="0" * 40, trust_remote_code=True)
+    assert spec.trust_remote_code and spec.revision == "0" * 40

@@ -496,3 +496,25 @@ print("ok", len(outside))
 """
     proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=180)
     assert proc.returncode == 0 and proc.stdout.startswith("ok"), proc.stderr[-3000:]
+
+
+def test_the_cluster_page_also_gives_each_visitor_one_race(remote):
+    """RemoteArena counts a visitor's race while it streams (Admission.visit): a second one
+    from the same visitor is refused, another visitor's is sent, and the first one's end frees it."""
+    gen = FakeGen([StartEvent(BASELINE, 3.0)], block=True)
+    arena, handle = remote(gen)
+    first = arena.run(request(), visitor=("session:a",))
+    next(first)
+    with pytest.raises(DemoError, match="^You already have a race running or waiting; wait for it to finish or press Stop.$"):
+        next(arena.run(request(), visitor=("session:a",)))
+    assert len(handle.requests) == 1  # the refused one never reached the cluster
+    other = arena.run(request(), visitor=("session:b",))
+    handle.gen = FakeGen([StartEvent(BASELINE, 3.0)], block=True)
+    next(other)
+    first.close()  # Stop
+    other.close()
+    handle.gen = FakeGen([StartEvent(BASELINE, 3.0)], block=True)
+    again = arena.run(request(), visitor=("session:a",))
+    next(again)
+    again.close()
+    assert len(handle.requests) == 3

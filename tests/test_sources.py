@@ -709,7 +709,7 @@ def test_export_requirements_file_lists_what_export_needs():
 
 def test_export_without_optimum_names_the_requirements_file(tmp_path, monkeypatch):
     monkeypatch.setattr(fetchers, "export_available", lambda: False)
-    spec = ExportSource(source="export", repo="databricks/dolly-v2-3b", trust_remote_code=True)
+    spec = ExportSource(source="export", repo="databricks/dolly-v2-3b")
     store = ModelStore(tmp_path / "cache")
     with pytest.raises(DemoError) as info:
         store.prepare(spec, role="draft model")
@@ -730,7 +730,7 @@ def test_export_command_line(tmp_path, monkeypatch, hf_cache):
 
     monkeypatch.setattr(fetchers, "run_child", fake_run)
     store = ModelStore(tmp_path / "cache")
-    spec = ExportSource(source="export", repo="databricks/dolly-v2-3b", weight_format="int8", trust_remote_code=True)
+    spec = ExportSource(source="export", repo="databricks/dolly-v2-3b", weight_format="int8")
     with pytest.raises(DemoError) as info:
         store.prepare(spec, role="main model")
     assert str(info.value) == "optimum-cli could not export the main model databricks/dolly-v2-3b: ValueError: no such model"
@@ -739,17 +739,19 @@ def test_export_command_line(tmp_path, monkeypatch, hf_cache):
     assert cmd[cmd.index("--model") + 1] == "databricks/dolly-v2-3b"
     assert cmd[cmd.index("--weight-format") + 1] == "int8"
     assert cmd[cmd.index("--task") + 1] == "text-generation-with-past"
-    assert "--trust-remote-code" in cmd
+    assert "--trust-remote-code" not in cmd  # only a preset that says so, with a pinned revision
     assert Path(cmd[-1]).parent == store.cache_dir / "tmp"
     assert_nothing_left(store, spec)
 
-    # optimum-cli has no --revision: a pinned revision is exported from its local snapshot
+    # optimum-cli has no --revision: a pinned revision is exported from its local snapshot,
+    # and remote code (allowed only with a pin) is that commit's
     snapshot = add_snapshot(hf_cache, "databricks/dolly-v2-3b", {"config.json": b"{}"})
-    pinned = ExportSource(source="export", repo="databricks/dolly-v2-3b", revision=snapshot.name)
+    pinned = ExportSource(source="export", repo="databricks/dolly-v2-3b", revision=snapshot.name,
+                          trust_remote_code=True)
     with pytest.raises(DemoError):
         store.prepare(pinned)
     cmd = commands[1]
-    assert "--revision" not in cmd and "--trust-remote-code" not in cmd
+    assert "--revision" not in cmd and "--trust-remote-code" in cmd
     assert cmd[cmd.index("--model") + 1] == str(snapshot)
 
     missing = ExportSource(source="export", repo="databricks/dolly-v2-3b", revision="e" * 40)

@@ -73,3 +73,15 @@ def budget_bytes(reserve: int = RESERVE_BYTES) -> int:
 
 def gb(n: float) -> str:
     return f"{n / GIB:.1f} GB"
+
+
+def available_bytes() -> int:
+    """Memory a new allocation can get now without swapping or the OOM killer: the kernel's
+    MemAvailable, or less under a cgroup limit (its limit less its current use)."""
+    free = [v for v in (_meminfo("MemAvailable"),) if v is not None]
+    for limit, used in (("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
+                        ("/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory/memory.usage_in_bytes")):
+        cap, now = _read_int(limit), _read_int(used)
+        if cap and now is not None and cap < (1 << 60):
+            free.append(max(0, cap - now))
+    return min(free) if free else total_bytes()

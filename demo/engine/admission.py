@@ -6,6 +6,12 @@ visitor does (loading the page, reading the status, replaying a recorded run) ne
 here. Jobs are served first come, first served; a waiting job can be cancelled (Stop, tab
 closed) and learns its place in line, so the page can say "2 runs ahead of you".
 
+One visitor, one job: a job's caller claims it for its visitor (opaque keys the web layer
+makes from the Gradio session and, where it knows it, the client's address) before it
+waits; until the caller lets go (its run ended, Stop, tab closed), any other claim naming
+one of those keys is refused with a sentence, so one client cannot fill the line that
+everyone shares.
+
 A slot is held by the job's worker threads, not by the generator a web handler iterates:
 closing that generator (Stop) only asks the workers to stop, and the slot is released when
 the last of them has really returned, so the next visitor's clock never counts the end
@@ -14,12 +20,13 @@ of someone else's run.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import threading
 import time
 from collections import deque
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Callable, Iterator, Optional, Sequence
 
 from ..core.errors import Cancelled, DemoError
 
@@ -30,6 +37,10 @@ class QueueFull(DemoError):
     pass
 
 
+class VisitorBusy(DemoError):
+    """The visitor already has a job waiting or running."""
+
+
 @dataclass
 class Ticket:
     number: int
@@ -37,6 +48,7 @@ class Ticket:
     since: float
     _admission: "Admission"
     _released: bool = False
+    visitor: tuple = ()  # a claim's: the keys of the visitor it is for, free again at release
 
     def release(self) -> None:
         """Give the slot back (idempotent: a Stop and the normal end may both call it)."""
@@ -50,6 +62,30 @@ class Admission:
         self._waiting: deque[Ticket] = deque()
         self._holder: Optional[Ticket] = None
         self._numbers = itertools.count(1)
+        self._visitors: dict[str, Ticket] = {}  # visitor key -> its claim
+
+    def claim(self, what: str, visitor: Sequence[str]) -> Ticket:
+        """Hold one job for a visitor: refused with a sentence (VisitorBusy) while a claim with
+        one of its keys is held. The claim takes no slot; release it when the caller is done
+        with the job (its stream ended, Stop, tab closed), whether or not it ever got the slot.
+        A cluster's page claims the same way (its runs wait in the replicas' queues)."""
+        with self._cond:
+            busy = next((self._visitors[k] for k in visitor if k in self._visitors), None)
+            if busy is not None:
+                raise VisitorBusy(f"You already have {busy.what} running or waiting; wait for it to finish "
+                                  "or press Stop.")
+            ticket = Ticket(next(self._numbers), what, time.monotonic(), self, visitor=tuple(visitor))
+            self._visitors.update(dict.fromkeys(ticket.visitor, ticket))
+            return ticket
+
+    @contextlib.contextmanager
+    def visiting(self, what: str, visitor: Sequence[str]) -> Iterator[Ticket]:
+        """The visitor's claim (above) for the duration of a `with` block."""
+        claim = self.claim(what, visitor)
+        try:
+            yield claim
+        finally:
+            claim.release()
 
     def enter(self, what: str, stop: Optional[threading.Event] = None,
               status: Callable[[str], None] = lambda m: None, timeout_s: Optional[float] = None) -> Ticket:
@@ -92,9 +128,15 @@ class Admission:
             if ticket._released:
                 return
             ticket._released = True
+            self._forget_visitor(ticket)
             if self._holder is ticket:
                 self._holder = None
                 self._cond.notify_all()
+
+    def _forget_visitor(self, ticket: Ticket) -> None:
+        for key in ticket.visitor:
+            if self._visitors.get(key) is ticket:
+                del self._visitors[key]
 
     def state(self) -> dict:
         """What the page shows: what runs now, and how many wait."""

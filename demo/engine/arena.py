@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
-from typing import Callable, Iterator, Optional, Union
+from typing import Callable, Iterator, Optional, Sequence, Union
 
 from ..core import placement
 from ..core.errors import DemoError
@@ -183,45 +183,44 @@ class Arena:
         return in_turn(self.cache.key(pair.main, pair.draft, request.settings.method, request.options.with_threads(None)))
 
     # -- running --------------------------------------------------------------------------
-    def run(self, request: RaceRequest, stop: Optional[threading.Event] = None) -> Iterator[Union[StatusEvent, StartEvent, ChunkEvent, DoneEvent]]:
-        """Validate, prepare, wait for the CPU, load (with StatusEvents), then race or run
-        sequentially. Closing the iterator at any point stops the work without waiting."""
+    def run(self, request: RaceRequest, stop: Optional[threading.Event] = None,
+            visitor: Sequence[str] = ()) -> Iterator[Union[StatusEvent, StartEvent, ChunkEvent, DoneEvent]]:
+        """Validate, wait for the CPU, prepare and load (StatusEvents), then race or run in turn; `visitor`:
+        whose job it is (Admission.claim). Closing the iterator at any point stops the work without waiting."""
         prompt = validate_prompt(request.prompt)
         settings = request.settings.validated()
         placement.check_options(request.options, settings)
         stop = stop or threading.Event()
         what = "a fair measurement" if request.mode == "fair" else "a race"
-
-        ticket, runners = yield from self.admitted(
-            what, stop, lambda status: self.prepare(request.preset, status, cancel=stop, **self.formats_for(request)),
-            lambda status, pair: self.runners(request, status))
-        started = False
-        try:
-            for runner in runners.values():  # a too-long prompt: one refusal, before any side starts
-                check = getattr(runner, "check_prompt", None)
-                if check is not None:
-                    check(prompt, settings)
-            if request.mode == "race":
-                events = race(runners, prompt, settings, stop, on_finished=ticket.release)
-            else:
-                events = sequential(runners, prompt, settings, stop, on_finished=ticket.release,
-                                    on_status=lambda m: StatusEvent(f"fair mode: {m}"))
-            started = True
-            yield from events
-        finally:
-            if not started:
-                ticket.release()
+        with self.admission.visiting(what, visitor):  # one job per visitor, while this stream lasts
+            ticket, runners = yield from self.admitted(
+                what, stop, lambda status: self.prepare(request.preset, status, cancel=stop, **self.formats_for(request)),
+                lambda status, pair: self.runners(request, status))
+            started = False
+            try:
+                for runner in runners.values():  # a too-long prompt: one refusal, before any side starts
+                    check = getattr(runner, "check_prompt", None)
+                    if check is not None:
+                        check(prompt, settings)
+                if request.mode == "race":
+                    events = race(runners, prompt, settings, stop, on_finished=ticket.release)
+                else:
+                    events = sequential(runners, prompt, settings, stop, on_finished=ticket.release,
+                                        on_status=lambda m: StatusEvent(f"fair mode: {m}"))
+                started = True
+                yield from events
+            finally:
+                if not started:
+                    ticket.release()
 
     def admitted(self, what: str, stop: threading.Event, prepare: Callable, load: Callable):
-        """Prepare, wait for the CPU (the admission slot), then load in it, yielding
-        StatusEvents meanwhile; returns (ticket, what `load` returned). `prepare(status)`
-        runs before the slot, `load(status, prepared)` holding it. If loading fails, or the
-        caller goes away while waiting or loading, the slot is given back."""
+        """Wait for the CPU (the admission slot), then prepare and load in it (a download or an export
+        is heavy too), yielding StatusEvents meanwhile; returns (ticket, what `load(status, prepared)`
+        returned). If either fails, or the caller goes away, the slot is given back."""
         def admit_and_load(status):
-            prepared = prepare(status)
             ticket = self.admission.enter(what, stop, status)
             try:
-                return ticket, load(status, prepared)
+                return ticket, load(status, prepare(status))
             except BaseException:
                 ticket.release()
                 raise

@@ -18,6 +18,7 @@ from ..core import placement
 from ..core.errors import DemoError, unexpected, without_paths
 from ..core.settings import MAX_PROMPT_TOKENS, GenerationSettings, PipelineOptions
 from ..core.streaming import BASELINE, SIDES, SPECULATIVE, Chunk, IncrementalDetokenizer, RunResult
+from . import kv_capacity
 
 OnChunk = Callable[[Chunk], bool]  # return False to stop generating
 
@@ -97,9 +98,10 @@ def count_tokens(tokenizer, text: str) -> int:
 
 
 def check_fits(side: str, n_prompt: int, settings: GenerationSettings, max_context: Optional[int],
-               max_prompt: Optional[int] = None) -> None:
+               max_prompt: Optional[int] = None, kv_tokens: Optional[int] = None) -> None:
     """Refuse a prompt of `n_prompt` tokens that this side's model cannot hold with the new
-    tokens, or that its device cannot take (`max_prompt`: the NPU's compiled prompt length)."""
+    tokens, that its device cannot take (`max_prompt`: the NPU's compiled prompt length), or
+    that its KV-cache pools cannot hold (`kv_tokens`: kv_capacity.side_capacity)."""
     if n_prompt > MAX_PROMPT_TOKENS:
         raise DemoError(
             f"The prompt is {n_prompt} tokens long; this demo accepts at most {MAX_PROMPT_TOKENS}, so shorten it."
@@ -114,13 +116,19 @@ def check_fits(side: str, n_prompt: int, settings: GenerationSettings, max_conte
             f"The prompt ({n_prompt} tokens) plus {settings.max_new_tokens} new tokens does not fit in the "
             f"{max_context} tokens this model can hold; shorten the prompt or lower max new tokens."
         )
+    if kv_tokens is not None and kv_capacity.tokens_needed(n_prompt + settings.max_new_tokens + slack) > kv_tokens:
+        raise DemoError(
+            f"The prompt ({n_prompt} tokens) plus {settings.max_new_tokens} new tokens needs more KV cache than the "
+            f"{side} pipeline's pool holds: at most {max(0, kv_tokens - slack):,} tokens in all fit for this model "
+            "with these settings, so shorten the prompt or lower max new tokens."
+        )
 
 
 class OpenVINORunner:
     """One side of the race: an LLMPipeline plus what it takes to stream it."""
 
     def __init__(self, side: str, pipe, warmup: bool = True, max_context: Optional[int] = None,
-                 method: str = "draft", max_prompt: Optional[int] = None):
+                 method: str = "draft", max_prompt: Optional[int] = None, kv_tokens: Optional[int] = None):
         import openvino_genai
 
         self._ov = openvino_genai
@@ -129,6 +137,7 @@ class OpenVINORunner:
         self.tokenizer = pipe.get_tokenizer()
         self.max_context = max_context  # prompt + new tokens this pipeline can hold (None: unknown)
         self.max_prompt = max_prompt    # prompt tokens its device takes (None: no limit of its own)
+        self.kv_tokens = kv_tokens      # tokens its KV-cache pools hold (None: no pool, or unknown)
         self._lock = threading.Lock()  # one generate() at a time per pipeline
         if warmup:
             # The first generate() after load compiles kernels: 4–12 s to first token on the
@@ -165,13 +174,14 @@ class OpenVINORunner:
 
     def check_prompt(self, prompt: str, settings: GenerationSettings) -> None:
         """Refuse a prompt that does not fit before either side starts (run() checks again)."""
-        check_fits(self.side, self.count_tokens(self.template(prompt)), settings, self.max_context, self.max_prompt)
+        check_fits(self.side, self.count_tokens(self.template(prompt)), settings, self.max_context, self.max_prompt,
+                   self.kv_tokens)
 
     def run(self, prompt: str, settings: GenerationSettings, on_chunk: OnChunk,
             on_start: Callable[[float], None] = lambda t: None) -> RunResult:
         detok = IncrementalDetokenizer(self.tokenizer.decode)
         templated = self.template(prompt)
-        check_fits(self.side, self.count_tokens(templated), settings, self.max_context, self.max_prompt)
+        check_fits(self.side, self.count_tokens(templated), settings, self.max_context, self.max_prompt, self.kv_tokens)
         result = RunResult(self.side, start=0.0, end=0.0)
         streamer = _Streamer.make(self._ov, self.side, detok, result, on_chunk)
         config = self._config(settings)
@@ -368,6 +378,7 @@ class SideInTurn:
         self.tokenizer = openvino_genai.Tokenizer(key.main)
         self.max_context = max_context(Path(key.main))
         self.max_prompt = placement.max_prompt_tokens(key.options, key.method)
+        self.kv_tokens = kv_capacity.side_capacity(key.main, key.draft, side, key.method, key.options)
 
     def is_loaded(self) -> bool:
         return (self.key, (self.side,)) in self.cache.loaded()
@@ -377,7 +388,7 @@ class SideInTurn:
 
     def check_prompt(self, prompt: str, settings: GenerationSettings) -> None:
         check_fits(self.side, count_tokens(self.tokenizer, template(self.tokenizer, prompt)), settings,
-                   self.max_context, self.max_prompt)
+                   self.max_context, self.max_prompt, self.kv_tokens)
 
 
 def kv_pool_bytes(key: PairKey) -> int:
@@ -464,7 +475,8 @@ def build_pair(key: PairKey, status: Callable[[str], None]) -> dict[str, OpenVIN
 
 def _runner(key: PairKey, side: str, pipe) -> OpenVINORunner:
     return OpenVINORunner(side, pipe, max_context=max_context(Path(key.main)), method=key.method,
-                          max_prompt=placement.max_prompt_tokens(key.options, key.method))
+                          max_prompt=placement.max_prompt_tokens(key.options, key.method),
+                          kv_tokens=kv_capacity.side_capacity(key.main, key.draft, side, key.method, key.options))
 
 
 def build_side(key: PairKey, side: str, status: Callable[[str], None]) -> OpenVINORunner:

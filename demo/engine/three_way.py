@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, replace
-from typing import Iterator, Optional
+from typing import Iterator, Optional, Sequence
 
 from ..core.errors import DemoError
 from ..core.metrics import SideStats, acceptance_rate, compare, side_stats
@@ -114,10 +114,17 @@ def how_it_ran(request: RaceRequest) -> str:
             f"{request.options.draft_device}; {k} assistant tokens for both methods; {exact}")
 
 
-def run(arena: Arena, request: RaceRequest, stop: Optional[threading.Event] = None) -> Iterator:
-    """Prepare the preset, wait for the CPU (StatusEvents meanwhile), then run the baseline,
+def run(arena: Arena, request: RaceRequest, stop: Optional[threading.Event] = None,
+        visitor: Sequence[str] = ()) -> Iterator:
+    """Wait for the CPU (StatusEvents meanwhile), prepare the preset, then run the baseline,
     the draft model and prompt lookup alone, one after the other, all inside one admission
-    slot. Closing the iterator stops the work without waiting for it."""
+    slot; `visitor`: whose job it is (Admission.claim). Closing the iterator stops the work
+    without waiting for it."""
+    with arena.admission.visiting("a three-way race", visitor):
+        yield from _run(arena, request, stop)
+
+
+def _run(arena: Arena, request: RaceRequest, stop: Optional[threading.Event]) -> Iterator:
     prompt = validate_prompt(request.prompt)
     settings = request.settings.validated()
     if settings.assistant_tokens is None:

@@ -11,6 +11,7 @@ from typing import Optional
 
 from ..core.errors import DemoError
 from .presets import Preset
+from .room import check_room
 from .sources import ModelStore, Progress, _no_progress
 
 
@@ -33,9 +34,11 @@ def prepare_preset(preset: Preset, store: ModelStore, progress: Progress = _no_p
 
     `main_format` / `draft_format` ask for a weight format other than the preset's own
     (None: what models.yaml says); `cancel` stops the preparing (demo.models.sources.Cancelled).
+    A prepare that would not fit on its disk or in memory is refused first (demo.models.room).
     """
     if preset.draft is None and draft_format is not None:
         raise DemoError(f"Preset {preset.name!r} has no draft model, so it takes no draft format.")
+    check_room(preset, store, main_format, draft_format)  # before anything is downloaded, exported or converted
     draft, failed = None, []
     if preset.draft is not None:
         # The draft is prepared beside the main model: checksums and conversions are mostly

@@ -7,6 +7,7 @@ Unknown keys are rejected so that a typo never silently changes what runs.
 
 from __future__ import annotations
 
+import re
 import warnings
 from pathlib import Path
 from typing import Annotated, Any, Literal, Optional, Union
@@ -114,6 +115,18 @@ class ExportSource(_Strict):
     revision: Optional[str] = None
     weight_format: Literal["fp32", "fp16", "int8", "int4"] = "fp16"
     trust_remote_code: bool = False
+    parameters: Optional[int] = Field(  # exclude: not what is exported, so not in the cache folder's digest
+        None, gt=0, exclude=True, description="the model's parameter count: how much disk and memory its export needs "
+                                "is checked against it before a prepare starts (demo.models.room)")
+
+    @model_validator(mode="after")
+    def _remote_code_is_pinned(self):
+        # Remote code is Python from the repository: only a reviewed commit may run, never HEAD.
+        if self.trust_remote_code and not re.fullmatch(r"[0-9a-f]{40}", self.revision or ""):
+            raise ValueError("trust_remote_code: true runs Python code from the repository, so it needs "
+                             "`revision:` pinned to a full 40-character commit hash; add one, or drop "
+                             "trust_remote_code if the architecture is built into transformers")
+        return self
 
 
 class LocalSource(_Strict):

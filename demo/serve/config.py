@@ -17,7 +17,8 @@ from ..core.errors import DemoError
 
 IMPORT_PATH = "demo.serve.deployments:app_builder"
 DEPLOYMENT_NAMES = ("Baseline", "Speculative", "Race", "Page")
-ARGS = ("preset", "models", "cache_dir", "allow_downloads", "max_pipelines", "kiosk", "idle_seconds", "keep_prompts")
+ARGS = ("preset", "models", "cache_dir", "allow_downloads", "memory_budget_gb", "max_pipelines", "kiosk", "idle_seconds",
+        "keep_prompts")
 DEFAULT_CONFIG = Path(__file__).resolve().parents[2] / "serve.yaml"
 
 

@@ -48,13 +48,12 @@ class Pipeline:
     Speculative. `threads`: OpenVINO threads (default: the CPUs Ray reserved, else 1)."""
 
     def __init__(self, side: str, preset: Optional[str] = None, models: Optional[str] = None,
-                 cache_dir: Optional[str] = None, allow_downloads: bool = False, max_pipelines: int = 2,
-                 threads: Optional[int] = None, warm: bool = True):
+                 cache_dir: Optional[str] = None, allow_downloads: bool = False, max_pipelines: Optional[int] = None,
+                 threads: Optional[int] = None, warm: bool = True, memory_budget_gb: Optional[float] = None):
         _quiet()
         import ray
 
         from ..engine.arena import Arena, RaceRequest
-        from ..engine.pipelines import build_side
         from .protocol import placement
         from .worker import SideCache, SideWorker
 
@@ -66,7 +65,9 @@ class Pipeline:
         if preset is not None:
             self.arena.presets.get(preset)
             self.arena.presets = self.arena.presets.model_copy(update={"default": preset})
-        self.cache = SideCache(side, lambda key, status: build_side(key, side, status), max_pipelines)
+        # Bytes, as the single-machine app: the operator's figure, else this machine's (or container's) limit.
+        budget = int(memory_budget_gb * (1 << 30)) if memory_budget_gb else None
+        self.cache = SideCache(side, budget=budget, max_runners=max_pipelines)
         self.ran_on = placement(ray.get_runtime_context().get_node_id(), self.threads)
         self.worker = SideWorker(side, self._load, self.ran_on)
         if warm:  # load (and warm up) the default pair's side now, not in the first race
@@ -151,7 +152,7 @@ DEPLOYMENTS = {"Baseline": Pipeline, "Speculative": Pipeline, "Race": Race, "Pag
 
 def build_app(args: Optional[dict] = None, deployments: Optional[dict] = None):
     """The application: `args` (serve.yaml's `args`: preset, models, cache_dir,
-    allow_downloads, max_pipelines, kiosk, idle_seconds, keep_prompts); `deployments` maps
+    allow_downloads, memory_budget_gb, max_pipelines, kiosk, idle_seconds, keep_prompts); `deployments` maps
     a deployment's name to its options (serve.yaml's `deployments`, for `python -m
     demo.serve`; `serve run serve.yaml` applies them itself)."""
     args = dict(args or {})
@@ -162,7 +163,8 @@ def build_app(args: Optional[dict] = None, deployments: Optional[dict] = None):
     def options(name: str) -> dict:
         return {"name": name, **{k: v for k, v in deployments.get(name, {}).items() if k != "name"}}
 
-    pipeline_args = dict(common, max_pipelines=int(args.get("max_pipelines", 2)))
+    pipeline_args = dict(common, max_pipelines=int(args["max_pipelines"]) if args.get("max_pipelines") else None,
+                         memory_budget_gb=float(args["memory_budget_gb"]) if args.get("memory_budget_gb") else None)
     baseline = Pipeline.options(**options("Baseline")).bind(BASELINE, **pipeline_args)
     speculative = Pipeline.options(**options("Speculative")).bind(SPECULATIVE, **pipeline_args)
     race = Race.options(**options("Race")).bind(baseline, speculative)

@@ -86,11 +86,15 @@ class RemoteArena(Arena):
         return None
 
     # -- running --------------------------------------------------------------------------
-    def run(self, request: RaceRequest, stop: Optional[threading.Event] = None) -> Iterator:
+    def run(self, request: RaceRequest, stop: Optional[threading.Event] = None, visitor=()) -> Iterator:
         prompt = validate_prompt(request.prompt)
         request.settings.validated()
         request = replace(request, prompt=prompt)
-        stop = stop or threading.Event()
+        # One job per visitor here too; the replicas' own queues, not one slot, order the runs.
+        with self.admission.visiting("a fair measurement" if request.mode == "fair" else "a race", visitor):
+            yield from self._stream(request, stop or threading.Event())
+
+    def _stream(self, request: RaceRequest, stop: threading.Event) -> Iterator:
         stream = self._race.options(stream=True).run.remote(request)
         finished = threading.Event()
 

@@ -21,8 +21,8 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections import OrderedDict, deque
-from typing import Callable
+from collections import deque
+from typing import Callable, Optional
 
 from ..core.errors import DemoError, unexpected
 from ..core.streaming import ChunkEvent, DoneEvent, StatusEvent
@@ -114,39 +114,26 @@ class SideWorker:
 
 
 class SideCache:
-    """A replica's loaded runners for its side, least recently used first out.
+    """A replica's loaded runners for its side, in the single-machine app's cache
+    (demo.engine.pipelines.PipelineCache): budgeted in bytes, each entry one side, sized as
+    measured when it loaded (KV pools included), least recently used first out, and one
+    that cannot fit even alone refused with a sentence rather than killed for memory.
 
     The baseline's key leaves out the draft and the method (the main model alone is the
     same pipeline for both), so switching to prompt lookup reloads only the speculative side.
     """
 
-    def __init__(self, side: str, build: Callable, max_runners: int = 2):
+    def __init__(self, side: str, budget: Optional[int] = None, max_runners: Optional[int] = None):
+        from ..engine.pipelines import PipelineCache
+
         self.side = side
-        self._build = build  # build(key, status) -> Runner
-        self.max_runners = max(1, max_runners)
-        self._runners: "OrderedDict" = OrderedDict()
-        self._lock = threading.Lock()
+        self.pipelines = PipelineCache(budget=budget, max_pairs=max_runners)  # budget None: this machine's
 
     def get(self, key, status: Callable[[str], None] = lambda m: None):
-        with self._lock:
-            if key in self._runners:
-                self._runners.move_to_end(key)
-                return self._runners[key]
-            while len(self._runners) >= self.max_runners:
-                self._evict_oldest()
-            runner = self._build(key, status)
-            self._runners[key] = runner
-            return runner
-
-    def _evict_oldest(self) -> None:
-        import gc
-
-        _, runner = self._runners.popitem(last=False)
-        del runner
-        gc.collect()  # OpenVINO frees a compiled model when its last Python reference goes
+        return self.pipelines.get_side(key, self.side, status)
 
     def __len__(self) -> int:
-        return len(self._runners)
+        return len(self.pipelines.loaded())
 
 
 def side_key(side: str, main, draft, method: str, options):

@@ -109,13 +109,13 @@ class Booth:
         return {download: gr.DownloadButton(value=str(path), visible=True)}
 
     # -- the other tabs and the kiosk ----------------------------------------------------------
-    def add_tabs(self, arena, race_handlers: int) -> None:
+    def add_tabs(self, arena, race_handlers: int, visitor_ids=None) -> None:
         from . import chat_tab, recordings_tab, scoreboard_tab, three_way_tab
 
         with gr.Tab("Chat", id="chat"):
             chat_tab.build(arena, race_handlers, self.kiosk)
         with gr.Tab("Three-way race", id="three-way"):
-            three_way_tab.build(arena, self, race_handlers)
+            three_way_tab.build(arena, self, race_handlers, visitor_ids)
         with gr.Tab("Recorded races", id="recordings"):
             recordings_tab.build(self)
         with gr.Tab("Scoreboard", id="scoreboard") as tab:

@@ -19,6 +19,7 @@ from ..engine import three_way
 from ..engine.arena import RaceRequest
 from . import checks
 from .lanes import LanePanels, LanesView, Throttle, replay_into
+from .visitors import VisitorIds
 
 MAX_NEW_TOKENS = 512     # three runs one after the other: keep a visitor's wait bounded
 MAX_ASSISTANT_TOKENS = 16
@@ -71,7 +72,8 @@ def summary_html(s: three_way.ThreeWaySummary) -> str:
             + "<br>".join(rows) + "</div>")
 
 
-def build(arena, booth, race_handlers: int) -> None:
+def build(arena, booth, race_handlers: int, visitor_ids=None) -> None:
+    visitor_ids = visitor_ids or VisitorIds()
     names = presets_with_a_draft(arena)
     default = arena.presets.get(None)
     first = default.name if default.name in names else (names[0] if names else None)
@@ -106,7 +108,7 @@ def build(arena, booth, race_handlers: int) -> None:
                                  elem_id="three-way-recording", size="sm")
     outputs = panels.components() + [download]
 
-    def run_three(*values):
+    def run_three(http: gr.Request, *values):
         try:
             request = parse_inputs(arena, *values)
         except DemoError as e:
@@ -115,7 +117,7 @@ def build(arena, booth, race_handlers: int) -> None:
         view.extra = {download: gr.DownloadButton(visible=False)}
         stop_flag = threading.Event()
         try:
-            yield from _stream(arena, booth, request, view, download, stop_flag)
+            yield from _stream(arena, booth, request, view, download, stop_flag, visitor_ids.keys(http))
         except DemoError as e:
             raise gr.Error(str(e), print_exception=False)
         finally:
@@ -129,11 +131,12 @@ def build(arena, booth, race_handlers: int) -> None:
     examples.click(lambda x: x[0], examples, prompt, api_visibility="private", queue=False)
 
 
-def _stream(arena, booth, request: RaceRequest, view: LanesView, download, stop_flag: threading.Event):
+def _stream(arena, booth, request: RaceRequest, view: LanesView, download, stop_flag: threading.Event,
+            visitor: tuple = ()):
     results: dict = {}
     measured = {lane: 0 for lane in three_way.LANES}
     throttle = Throttle()
-    events = three_way.run(arena, request, stop_flag)
+    events = three_way.run(arena, request, stop_flag, visitor)
     try:
         for event in events:
             if isinstance(event, StatusEvent):

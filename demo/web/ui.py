@@ -21,6 +21,7 @@ from ..engine.arena import Arena, RaceRequest
 from . import checks, render
 from .lanes import LaneState, Shown, Throttle, retimed
 from .booth import Booth
+from .visitors import VisitorIds
 
 THEME = gr.themes.Soft()
 
@@ -109,7 +110,8 @@ def preset_choices(arena: Arena) -> list:
     return out
 
 
-def build_demo(arena: Arena, bench_enabled: bool = True, booth: Optional[Booth] = None) -> gr.Blocks:
+def build_demo(arena: Arena, bench_enabled: bool = True, booth: Optional[Booth] = None,
+               visitor_ids: VisitorIds = VisitorIds()) -> gr.Blocks:
     booth = booth or Booth()  # kiosk, scoreboard, recordings (demo.web)
     presets = arena.presets
     default = presets.get(None)
@@ -194,7 +196,7 @@ def build_demo(arena: Arena, bench_enabled: bool = True, booth: Optional[Booth] 
             inputs = [prompt, preset, main_device, draft_device, method, assistant_tokens, use_threshold,
                       threshold, max_new_tokens, sampling, temperature, top_p, exact, mode]
 
-            def run_race(*values):
+            def run_race(http: gr.Request, *values):
                 try:
                     request = parse_race_inputs(arena, *values)
                 except DemoError as e:
@@ -203,7 +205,8 @@ def build_demo(arena: Arena, bench_enabled: bool = True, booth: Optional[Booth] 
                 view.extra = after_race.started()
                 stop_flag = threading.Event()
                 try:
-                    yield from _stream(arena, request, view, components, stop_flag, after_race.finished)
+                    yield from _stream(arena, request, view, components, stop_flag, after_race.finished,
+                                       visitor_ids.keys(http))
                 except DemoError as e:
                     raise gr.Error(str(e), print_exception=False)
                 finally:
@@ -247,11 +250,11 @@ def build_demo(arena: Arena, bench_enabled: bool = True, booth: Optional[Booth] 
                               [method, use_threshold, threshold, exact, device_note],
                               api_visibility="private", queue=False)
 
-        booth.add_tabs(arena, RACE_HANDLERS)  # Chat, Three-way race, Recorded races, Scoreboard
+        booth.add_tabs(arena, RACE_HANDLERS, visitor_ids)  # Chat, Three-way race, Recorded races, Scoreboard
         booth.install_kiosk(demo, default.examples)
         if bench_enabled:
             with gr.Tab("Benchmark", id="benchmark"):
-                _bench_tab(arena, choices, default.name)
+                _bench_tab(arena, choices, default.name, visitor_ids)
 
         # The app prepares the default pair when it starts (app.py); the page only shows
         # how far that got, polling cheaply until it is ready.
@@ -273,12 +276,12 @@ def build_demo(arena: Arena, bench_enabled: bool = True, booth: Optional[Booth] 
 
 
 def _stream(arena: Arena, request: RaceRequest, view: RaceView, components: dict, stop_flag: threading.Event,
-            finished=None):
+            finished=None, visitor: tuple = ()):
     fair = request.mode == "fair"
     results = {}
     recorded = {s: 0 for s in SIDES}
     throttle = Throttle()
-    events = arena.run(request, stop_flag)
+    events = arena.run(request, stop_flag, visitor=visitor)
     try:
         for event in events:
             if isinstance(event, StatusEvent):
@@ -389,7 +392,7 @@ def bench_plan(arena: Arena, preset_name, mode_list, class_list, ks_text, with_l
                 prompts=n_prompts, repeats=repeats, max_tokens=max_tokens, runs=runs, seconds=seconds)
 
 
-def _bench_tab(arena: Arena, choices: list, default_preset: str) -> None:
+def _bench_tab(arena: Arena, choices: list, default_preset: str, visitor_ids: VisitorIds = VisitorIds()) -> None:
     """Run the benchmark sweep (demo.bench) from the page and show its table and plot."""
     import html
     import queue
@@ -435,7 +438,7 @@ def _bench_tab(arena: Arena, choices: list, default_preset: str) -> None:
     for component in inputs:
         component.change(describe_plan, inputs, plan_text, api_visibility="private", queue=False)
 
-    def run_bench(*values):
+    def run_bench(http: gr.Request, *values):
         try:
             plan = bench_plan(arena, *values)
         except DemoError as e:
@@ -464,12 +467,17 @@ def _bench_tab(arena: Arena, choices: list, default_preset: str) -> None:
                 ticket.release()
                 updates.put(None)
 
+        try:  # one job per visitor (Admission.claim), until this handler ends
+            claim = arena.admission.claim("a benchmark", visitor_ids.keys(http))
+        except DemoError as e:
+            raise gr.Error(str(e), print_exception=False)
         threading.Thread(target=work, name="page-bench", daemon=True).start()
         try:
             while (message := updates.get()) is not None:
                 yield f"<p class='bench-progress'>{html.escape(message)}</p>", None, None
         finally:
             stop_flag.set()  # Stop pressed or tab closed: the sweep ends after the run in flight
+            claim.release()
         if "error" in outcome:
             raise gr.Error(outcome["error"], print_exception=False)
         result = outcome["result"]
