@@ -180,17 +180,19 @@ def why_not(settings: GenerationSettings, options: PipelineOptions) -> Optional[
 
 def reconstruct(folder: Path, options: PipelineOptions, prompt_ids: Sequence[int], chunk_ids: Sequence[Sequence[int]],
                 k: int, texts: Callable[[Sequence[int]], dict], stop: Optional[threading.Event] = None,
-                max_seconds: float = MAX_SECONDS, clock: Callable[[], float] = time.monotonic) -> StepReport:
+                max_seconds: float = MAX_SECONDS, clock: Callable[[], float] = time.monotonic,
+                progress: Callable[[int, int], None] = lambda done, total: None) -> StepReport:
     """The draft's proposal at each verify step of a run (`chunk_ids`: its chunks' token ids,
     the prompt's step first), checked against the run. `texts(ids)` maps ids to their text."""
     started = clock()
     draft = proposer(folder, options)
     context = list(prompt_ids) + list(chunk_ids[0] if chunk_ids else ())
     proposals, complete = [], True
-    for tokens in chunk_ids[1:]:
+    for done, tokens in enumerate(chunk_ids[1:]):
         if (stop is not None and stop.is_set()) or clock() - started > max_seconds:
             complete = False
             break
+        progress(done, len(chunk_ids) - 1)
         proposals.append(draft.propose(context, k))
         context.extend(tokens)
     steps = check_steps(chunk_ids[1:], proposals)
@@ -211,7 +213,8 @@ def for_race(arena, request, result, stop: threading.Event,
 
     pair = arena.prepared(request)
     if pair is None or pair.draft is None:
-        raise DemoError("The step view needs the race's draft model; run the race again.")
+        raise DemoError("The step view needs the draft model in the page's own process; it is shown by the "
+                        "single-machine app (python app.py), not on a cluster.")
     ticket = arena.admission.enter("reconstructing the draft's guesses", stop, status)
     try:
         status("reconstructing the draft's guesses, step by step")
@@ -219,7 +222,8 @@ def for_race(arena, request, result, stop: threading.Event,
         ids = tokenizer.encode(template(tokenizer, request.prompt)).input_ids.data[0].tolist()
         return reconstruct(pair.draft, request.options.with_threads(None), ids,
                            [c.token_ids for c in result.chunks], request.settings.assistant_tokens,
-                           lambda shown: {t: tokenizer.decode([t]) for t in shown}, stop)
+                           lambda shown: {t: tokenizer.decode([t]) for t in shown}, stop,
+                           progress=lambda done, total: status(f"reconstructing the draft's guesses: step {done + 1} of {total}"))
     finally:
         ticket.release()
 
