@@ -48,6 +48,9 @@ def plot_curves(ax, result: dict) -> None:
             label = f"{agg['weights']} {label}"
         ax.plot(xs, ys, marker="o", linestyle="--" if agg["method"] == "prompt_lookup" else "-", label=label)
         drawn += 1
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # positions are whole guesses
     ax.set_ylim(0, 1.05)
     ax.set_xlabel("guess position")
     ax.set_ylabel("kept, given the guesses before it were")
