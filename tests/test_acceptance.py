@@ -84,3 +84,17 @@ def test_where_one_more_guess_stops_paying():
     assert payoff(c, StepCosts(0.01, (0.030, 0.032, 0.034, 0.036), per_guess_s=0.05)).stops_paying_at == 1
     # A verify curve shorter than K+1: the k it lacks are unknown, not zero.
     assert payoff(c, StepCosts(0.01, (0.03, 0.03))).tokens_per_s[1:] == (None, None)
+
+
+def test_step_costs_are_read_from_a_calibration_result():
+    from demo.models.calibration_store import step_costs
+
+    result = {"main": {"gguf": {"verify_s": {"race": [0.03, 0.032, 0.034], "fair": [0.02, 0.021, 0.022]}}},
+              "draft": {"int4_sym": {"step_s": {"race": 0.01, "fair": 0.008}}},
+              "pipeline_overhead": {"race": {"per_step_s": 0.004, "per_guess_s": 0.002}}}
+    race = step_costs(result, "gguf", "int4_sym", "race")
+    assert race == StepCosts(0.01, (0.03, 0.032, 0.034), 0.004, 0.002)
+    assert race.step_s(2) == pytest.approx(2 * 0.01 + 0.034 + 0.004 + 2 * 0.002)
+    assert step_costs(result, "gguf", "int4_sym", "fair").per_step_s == 0.0  # no overhead measured: none added
+    for missing in ((None, "gguf", "int4_sym"), (result, "f16", "int4_sym"), (result, "gguf", "gguf")):
+        assert step_costs(*missing, "race") is None

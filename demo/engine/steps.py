@@ -215,7 +215,8 @@ def for_race(arena, request, result, stop: threading.Event,
     if pair is None or pair.draft is None:
         raise DemoError("The step view needs the draft model in the page's own process; it is shown by the "
                         "single-machine app (python app.py), not on a cluster.")
-    ticket = arena.admission.enter("reconstructing the draft's guesses", stop, status)
+    # Part of the race's job: served before visitors who arrived during the race.
+    ticket = arena.admission.follow_up("reconstructing the draft's guesses", stop, status)
     try:
         status("reconstructing the draft's guesses, step by step")
         tokenizer = openvino_genai.Tokenizer(str(pair.main))
