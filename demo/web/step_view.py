@@ -12,7 +12,7 @@ from typing import Optional, Sequence
 
 from ..core.acceptance import AcceptanceCurve, Payoff, curve_of_chunks, payoff
 from ..core.errors import DemoError
-from ..core.streaming import SPECULATIVE
+from ..core.streaming import SIDES, SPECULATIVE
 from . import render
 from .lanes import Throttle
 
@@ -147,6 +147,7 @@ def follow(arena, request, results: dict, view, components: dict, stop: threadin
     reason = why_not(request.settings, request.options)
     if reason is not None or spec.error or spec.cancelled or len(spec.chunks) < 2:
         view.extra[target] = steps_html(note=reason or "The step view needs a finished run of the speculative side.")
+        view.dirty.update(SIDES)  # the race's last update carries everything (API callers read only that one)
         yield view.outputs(components)
         return
     box: list = []
@@ -162,4 +163,5 @@ def follow(arena, request, results: dict, view, components: dict, stop: threadin
     finally:
         stop.set()  # Stop or a closed tab: the reconstruction ends at its next step
     view.status = ""
+    view.dirty.update(SIDES)
     yield view.outputs(components)
