@@ -14,6 +14,7 @@ Runs inside the admission slot, bounded in time, and stops when asked.
 
 from __future__ import annotations
 
+import atexit
 import threading
 import time
 from dataclasses import dataclass
@@ -151,6 +152,18 @@ class DraftProposer:
 
 _cached: dict = {}  # one proposer (the last pair's draft): a race after a race compiles nothing
 _cached_lock = threading.Lock()
+_closing = threading.Event()  # the interpreter is exiting: a reconstruction stops at its next step
+_busy = threading.Semaphore(1)  # held by the (one) reconstruction running, in its admission turn
+
+
+@atexit.register
+def _at_exit() -> None:
+    # A reconstruction left in a daemon thread (its page closed mid-way) must not be inside
+    # OpenVINO while the interpreter tears down: that aborts the process.
+    _closing.set()
+    if _busy.acquire(timeout=10):
+        with _cached_lock:
+            _cached.clear()
 
 
 def proposer(folder: Path, options: PipelineOptions) -> DraftProposer:
@@ -185,16 +198,17 @@ def reconstruct(folder: Path, options: PipelineOptions, prompt_ids: Sequence[int
     """The draft's proposal at each verify step of a run (`chunk_ids`: its chunks' token ids,
     the prompt's step first), checked against the run. `texts(ids)` maps ids to their text."""
     started = clock()
-    draft = proposer(folder, options)
-    context = list(prompt_ids) + list(chunk_ids[0] if chunk_ids else ())
     proposals, complete = [], True
-    for done, tokens in enumerate(chunk_ids[1:]):
-        if (stop is not None and stop.is_set()) or clock() - started > max_seconds:
-            complete = False
-            break
-        progress(done, len(chunk_ids) - 1)
-        proposals.append(draft.propose(context, k))
-        context.extend(tokens)
+    with _busy:
+        draft = proposer(folder, options)
+        context = list(prompt_ids) + list(chunk_ids[0] if chunk_ids else ())
+        for done, tokens in enumerate(chunk_ids[1:]):
+            if (stop is not None and stop.is_set()) or _closing.is_set() or clock() - started > max_seconds:
+                complete = False
+                break
+            progress(done, len(chunk_ids) - 1)
+            proposals.append(draft.propose(context, k))
+            context.extend(tokens)
     steps = check_steps(chunk_ids[1:], proposals)
     # A step view cut short ends before the run's last step: none of its steps was the last.
     if not complete and steps:
