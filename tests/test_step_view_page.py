@@ -24,7 +24,7 @@ def final(job) -> dict:
     return dict(zip(NAMES, job.outputs()[-1]))
 
 
-def test_a_finished_exact_race_shows_every_step_matching_the_run(client, engine_runs):
+def test_a_finished_exact_race_shows_every_step_matching_the_run(client, engine_runs, running_app):
     out = final(client.submit(*race_args(prompt=SCRIPT_PROMPT, k=3, max_new_tokens=40, exact=True), api_name="/race"))
     run = [r for r in engine_runs if r.side == "speculative" and r.prompt == SCRIPT_PROMPT][-1]
     sizes = [len(c.token_ids) for _, c in run.chunks]
@@ -36,6 +36,12 @@ def test_a_finished_exact_race_shows_every_step_matching_the_run(client, engine_
     assert "&lt;" in view and "<script" not in view  # the model's tags show as text
     assert re.search(r'data-position="3" data-rate="[\d.]+"', out["chart"]) and 'id="acceptance-curve"' in out["chart"]
     assert out["status"] == ""  # the reconstruction's status line is gone once it is shown
+    # Where this machine is calibrated for the fixture, the curve says where a guess stops paying.
+    from demo.models.calibration_store import load_cached
+
+    arena = running_app.arena
+    if load_cached(arena.store, arena.presets.get(None)) is not None:
+        assert "stops paying after K=" in out["chart"] or "every guess up to K=3 paid" in out["chart"]
 
 
 def test_a_sampled_race_says_the_step_view_needs_greedy_decoding(client):
