@@ -47,3 +47,15 @@ def test_a_finished_exact_race_shows_every_step_matching_the_run(client, engine_
 def test_a_sampled_race_says_the_step_view_needs_greedy_decoding(client):
     out = final(client.submit(*race_args(max_new_tokens=16, sampling=True), api_name="/race"))
     assert "needs greedy decoding" in out["step_view"] and "<li" not in out["step_view"]
+
+
+def test_a_prompt_with_a_lone_surrogate_gets_its_step_view(client):
+    # The race runs "\ud800" as U+FFFD (arena.validate_prompt); the step view must rebuild the
+    # proposals from that same prompt, not fail on the raw one.
+    from tests.test_bad_inputs import Raw, call_raw
+
+    args = race_args(prompt="Say \ud800 hi, then count to five.", k=3, max_new_tokens=24, exact=True)
+    kind, outputs = call_raw(client.src, "race", Raw(list(args)).body())
+    assert kind == "complete", outputs
+    view = dict(zip(NAMES, outputs))["step_view"]
+    assert re.search(r'data-steps="[1-9]\d*" data-differ="0"', view), view[:300]

@@ -223,6 +223,7 @@ def for_race(arena, request, result, stop: threading.Event,
     RaceRequest, its RunResult), in the admission slot like any work on the CPU."""
     import openvino_genai
 
+    from .arena import validate_prompt
     from .pipelines import template
 
     pair = arena.prepared(request)
@@ -234,7 +235,8 @@ def for_race(arena, request, result, stop: threading.Event,
     try:
         status("reconstructing the draft's guesses, step by step")
         tokenizer = openvino_genai.Tokenizer(str(pair.main))
-        ids = tokenizer.encode(template(tokenizer, request.prompt)).input_ids.data[0].tolist()
+        # The prompt as the race ran it (a lone surrogate became U+FFFD): arena.validate_prompt.
+        ids = tokenizer.encode(template(tokenizer, validate_prompt(request.prompt))).input_ids.data[0].tolist()
         return reconstruct(pair.draft, request.options.with_threads(None), ids,
                            [c.token_ids for c in result.chunks], request.settings.assistant_tokens,
                            lambda shown: {t: tokenizer.decode([t]) for t in shown}, stop,

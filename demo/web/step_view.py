@@ -7,6 +7,7 @@ The engine computes (demo.core.acceptance, demo.engine.steps); this module only 
 
 from __future__ import annotations
 
+import logging
 import threading
 from typing import Optional, Sequence
 
@@ -160,6 +161,10 @@ def follow(arena, request, results: dict, view, components: dict, stop: threadin
         view.extra[target] = steps_html(box[0])
     except DemoError as e:
         view.extra[target] = steps_html(note=str(e))
+    except Exception:  # a bug here must not take the finished race's last update with it
+        logging.getLogger(__name__).exception("the step view failed")
+        view.extra[target] = steps_html(note="The step view could not be rebuilt for this race; the race itself "
+                                             "is unaffected (the terminal says why).")
     finally:
         stop.set()  # Stop or a closed tab: the reconstruction ends at its next step
     view.status = ""
