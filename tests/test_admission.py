@@ -122,3 +122,30 @@ def test_slot_is_released_when_the_workers_end_not_when_the_stream_closes():
     assert admission.state()["running"] is None
     # Released well before the 50 steps (20 s) a side would take if Stop were ignored.
     assert time.perf_counter() - t0 < 5
+
+
+def test_a_follow_up_goes_before_the_line_and_is_never_refused():
+    admission = Admission(max_waiting=1)
+    holder = admission.enter("a race")
+    order = []
+
+    def job(name, enter):
+        ticket = enter(name)
+        order.append(name)
+        ticket.release()
+
+    waiting = threading.Thread(target=job, args=("next visitor", admission.enter))
+    waiting.start()
+    while admission.state()["waiting"] < 1:
+        time.sleep(0.005)
+    with pytest.raises(QueueFull):
+        admission.enter("one too many")  # the line is full for a new job…
+    sequel = threading.Thread(target=job, args=("step view", admission.follow_up))
+    sequel.start()  # …but not for a finished job's sequel
+    while admission.state()["waiting"] < 2:
+        time.sleep(0.005)
+    holder.release()
+    for t in (waiting, sequel):
+        t.join(HANG_GUARD_S)
+    assert order == ["step view", "next visitor"]
+    assert admission.state() == {"running": None, "waiting": 0}

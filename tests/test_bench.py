@@ -113,6 +113,13 @@ def test_bench_cli_writes_consistent_json(bench_run):
         ids = {side: last[(side, texts[s["prompt_id"]], s["assistant_tokens"])].token_ids
                for side in (BASELINE, SPECULATIVE)}
         assert [s[side]["tokens"] for side in ids] == [len(v) for v in ids.values()] == [24, 24]
+        # The acceptance curve of the sample is the one its streamed steps give: for guess 1,
+        # counted here from the step sizes (the prompt's step out; a last step that kept no
+        # guess may have been cut, so it does not count as a rejection).
+        sizes = [len(c.token_ids) for c in last[(SPECULATIVE, texts[s["prompt_id"]], s["assistant_tokens"])].chunks][1:]
+        curve = s[SPECULATIVE]["acceptance_by_position"]
+        assert curve["k"] == s["assistant_tokens"] and curve["kept"][0] == sum(n >= 2 for n in sizes)
+        assert curve["reached"][0] == len(sizes) - (sizes[-1] == 1)
         where = first_difference(ids[BASELINE], ids[SPECULATIVE])
         if where is None:
             assert s["verdict"] == "identical"
@@ -123,6 +130,10 @@ def test_bench_cli_writes_consistent_json(bench_run):
     for a in r["aggregates"]:
         assert set(a["classes"]) == {"code", "summarize"} and len(a["prompts"]) == prompts
         assert STAT_KEYS <= set(a["overall"])
+        mine = [s[SPECULATIVE]["acceptance_by_position"] for s in r["samples"]
+                if s["assistant_tokens"] == a["assistant_tokens"]]
+        pooled = a["overall"]["acceptance_by_position"]
+        assert pooled["reached"] == [sum(c["reached"][i] for c in mine) for i in range(a["assistant_tokens"])]
         for st in a["classes"].values():
             assert st["speedup"]["median"] > 0 and st["speedup"]["n"] == repeats
 
@@ -252,6 +263,16 @@ def test_sweep_bookkeeping_with_fakes(presets, tmp_path):
     for s in result["samples"]:
         check_consistent(s)
     assert len(result["aggregates"]) == 8 and len(result["configs"]) == 8
+    # The fake speculative side streams K + 1 tokens a step: 12 tokens are 3 steps of 4 with
+    # K=3 (two verify steps after the prompt's), 6 of 2 with K=1 (five verify steps); every
+    # guess kept. Pooled over 2 prompts × 2 repeats.
+    for a in result["aggregates"]:
+        curve = a["overall"]["acceptance_by_position"]
+        per_sample = {3: 2, 1: 5}[a["assistant_tokens"]]
+        if a["method"] == "draft":
+            assert curve["reached"] == curve["kept"] == [4 * per_sample] * a["assistant_tokens"]
+            assert curve["rate"] == [1.0] * a["assistant_tokens"]
+            assert a["classes"]["chat"]["acceptance_by_position"]["reached"][0] == 2 * per_sample
     assert all(c["threads_per_pipeline"] is None for c in result["configs"] if c["mode"] == "sequential")
     assert "speedup" in bench.format_table(result)
     bench.write_json(result, tmp_path / "r.json")

@@ -61,6 +61,23 @@ def test_a_recording_round_trips_every_step(tmp_path):
     assert [lane["tokens"] for lane in raw["lanes"]] == [len(results[s].token_ids) for s in (BASELINE, SPECULATIVE)]
 
 
+def test_a_recording_holds_the_acceptance_curve_and_old_ones_load_without_it(tmp_path):
+    rec = recording.load(recording.save(make(), tmp_path / "r.json"))
+    # The fake speculative side streams steps of 3 (the prompt's), 1, 4, 2, 2 tokens with K=3:
+    # guess 1 reached 4 times, kept 3; guess 2 reached in the steps of 4 and 2 (the last step,
+    # kept 1 guess, is censored), kept once; guess 3 reached and kept once.
+    curve = rec.lane("speculative").acceptance
+    assert (curve.k, curve.reached, curve.kept) == (3, [4, 2, 1], [3, 1, 1])
+    assert curve.rate == pytest.approx([0.75, 0.5, 1.0]) and rec.version == 2
+    assert curve.tokens_per_step == pytest.approx(1 + 0.75 + 0.75 * 0.5 + 0.75 * 0.5 * 1.0)
+    assert rec.lane("baseline").acceptance is None
+    old = recording.load(Path(__file__).resolve().parents[1] / "recordings" / "smollm2-race-reverse-string.json")
+    assert old.version == 1 and all(lane.acceptance is None for lane in old.lanes)
+    # A threshold run has no fixed K, so no curve.
+    free = make(settings=GenerationSettings(max_new_tokens=64, assistant_tokens=None, confidence_threshold=0.4))
+    assert free.lane("speculative").acceptance is None
+
+
 def test_replay_summary_comes_from_the_recorded_numbers():
     results = finished_race()
     summary = recording.summarize(make(results))
@@ -119,6 +136,13 @@ BAD = [
      "the lane holds 38,400 characters of text, more than a race of 2,048 tokens ever makes (32,768)"),
     ("padded to a megabyte", lambda: recording.dumps(make()) + b" " * (1024 * 1024),
      "more than a recording of that length takes"),
+    ("curve not the steps'", lambda: mutate(lambda d: d["lanes"][1]["acceptance"].update(kept=[4, 1, 1])),
+     "acceptance curve must be the one its steps give"),
+    ("curve of another K", lambda: mutate(lambda d: d["lanes"][1]["acceptance"].update(
+        k=2, reached=[4, 2], kept=[3, 1], rate=[0.75, 0.5], tokens_per_step=2.125)),
+     "as many positions as the settings"),
+    ("curve on the baseline", lambda: mutate(lambda d: d["lanes"][0].update(acceptance=d["lanes"][1]["acceptance"])),
+     "acceptance curve must be the one"),
 ]
 
 

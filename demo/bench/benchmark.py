@@ -36,6 +36,7 @@ from ..core.metrics import compare
 from ..core.settings import GenerationSettings, PipelineOptions, cpu_cores, race_threads
 from ..core.streaming import BASELINE, SPECULATIVE
 from ..core.files import write_atomic
+from .curves import add_curves, plot_curves, sample_curve
 
 MODES = ("sequential", "race")
 MODE_ALIASES = {"sequential": "sequential", "fair": "sequential", "race": "race"}
@@ -187,7 +188,6 @@ def run_bench(
 
     def report(message: str) -> None:
         progress(done, total, message)
-
     from ..core.memory import rss_bytes
 
     result["weights"] = {}
@@ -257,7 +257,7 @@ def run_bench(
     finished = time.time()
     result["finished_at"] = _iso(finished)
     result["duration_s"] = round(finished - started, 3)
-    result["aggregates"] = aggregate(result["samples"])
+    result["aggregates"] = add_curves(aggregate(result["samples"]), result["samples"])
     return result
 
 
@@ -328,6 +328,7 @@ def _sample(config: Config, prompt: BenchPrompt, repeat: int, runs: dict) -> dic
     s["accepted"] = spec.ov_accepted_tokens   # OpenVINO's counts (None where it reports none)
     s["drafted"] = spec.ov_draft_tokens
     s["accepted_in_steps"] = c.speculative.accepted     # counted from the chunks: step size - 1
+    s["acceptance_by_position"] = sample_curve(spec, config.assistant_tokens)  # demo.core.acceptance
     return {
         **config.as_dict(),
         "prompt_id": prompt.id,
@@ -535,7 +536,7 @@ def _plot_formats(ax, aggs, weights, modes) -> None:
 
 
 def write_plot(result: dict, path: Path) -> None:
-    """Left: median speedup vs K per prompt class; right: mean tok/s per mode, both sides."""
+    """Median speedup vs K per prompt class; mean tok/s per mode; acceptance by position (curves.py)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -544,7 +545,7 @@ def write_plot(result: dict, path: Path) -> None:
     aggs = result["aggregates"]
     modes = list(dict.fromkeys(a["mode"] for a in aggs))
     methods = list(dict.fromkeys(a["method"] for a in aggs))
-    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.8))
+    fig, (left, right, by_position) = plt.subplots(1, 3, figsize=(17, 4.8))
     fig.suptitle(f"Speculative decoding on {result['preset']['name']} "
                  f"({result['settings']['max_new_tokens']} new tokens"
                  f"{', interrupted' if result['interrupted'] else ''})")
@@ -560,8 +561,7 @@ def write_plot(result: dict, path: Path) -> None:
         left.set_xticks(ks)
     if left.get_legend_handles_labels()[0]:
         left.legend(fontsize="small")
-
-
+    plot_curves(by_position, result)
     groups = [("baseline", None, "baseline_tokens_per_s")] + [
         (f"speculative ({METHOD_LABELS[m]})", m, "speculative_tokens_per_s") for m in methods
     ]

@@ -6,6 +6,7 @@
   memory.py         the memory budget (cgroup or RAM) and resident memory
   streaming.py      Chunk (one main-model step), RunResult, the events a run streams, the sides
   metrics.py        tok/s, TTFT, acceptance, the equality verdict (pure)
+  acceptance.py     the acceptance curve by position from step sizes, and where a guess stops paying (pure)
   explain.py        "Why this speedup?" from OpenVINO's timers (pure)
   placement.py      devices: the one scheduler config, each device's properties (pure)
   isolation.py      native work in a child process: a crash or hang becomes one sentence

@@ -10,6 +10,7 @@ three_way; the rest is the engine's own.
   admission.py   the one admission point: one heavy job at a time, in order
   waiting.py     status streams a cancel still reaches while a job waits in line
   three_way.py   baseline vs draft model vs prompt lookup
+  steps.py       the step view: the draft's proposals rebuilt after a greedy race, checked against it
   safety.py      what runs on this machine (model × threads): the record and the smoke test
   stateful.py    one compiled stateful IR driven directly (calibration's timing, the smoke test)
 """

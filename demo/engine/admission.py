@@ -93,13 +93,28 @@ class Admission:
 
         Raises Cancelled when `stop` is set while waiting, QueueFull when too many wait.
         """
+        return self._enter(what, stop, status, timeout_s, first=False)
+
+    def follow_up(self, what: str, stop: Optional[threading.Event] = None,
+                  status: Callable[[str], None] = lambda m: None) -> Ticket:
+        """A finished job's short, bounded sequel (the step view after a race): it goes to the
+        head of the line, so it runs next rather than after every visitor who came meanwhile,
+        and a full line never refuses it. The job's own slot is already given back (by its
+        workers), so a job granted in that instant may still run first."""
+        return self._enter(what, stop, status, None, first=True)
+
+    def _enter(self, what: str, stop: Optional[threading.Event], status: Callable[[str], None],
+               timeout_s: Optional[float], first: bool) -> Ticket:
         with self._cond:
-            if len(self._waiting) >= self.max_waiting:
+            if not first and len(self._waiting) >= self.max_waiting:
                 raise QueueFull(
                     f"{len(self._waiting)} runs are already waiting for this machine; try again in a minute."
                 )
             ticket = Ticket(next(self._numbers), what, time.monotonic(), self)
-            self._waiting.append(ticket)
+            if first:
+                self._waiting.appendleft(ticket)
+            else:
+                self._waiting.append(ticket)
             last_ahead = None
             try:
                 while True:

@@ -87,3 +87,20 @@ def load_cached(store, preset) -> Optional[dict]:
         return None
     # An older calibration measured less (or differently): measure again rather than guess.
     return result if isinstance(result, dict) and result.get("calibration_version") == CALIBRATION_VERSION else None
+
+
+def step_costs(result: Optional[dict], main_format: Optional[str], draft_format: Optional[str], mode: str):
+    """What one speculative step costs in `mode` ("race" or "fair") for these weight formats,
+    from a calibration result (load_cached): demo.core.acceptance.StepCosts, or None when the
+    calibration did not measure them (no result, another format, a main format it skipped)."""
+    from ..core.acceptance import StepCosts
+
+    try:
+        verify = result["main"][main_format]["verify_s"][mode]
+        draft = result["draft"][draft_format]["step_s"][mode]
+        overhead = (result.get("pipeline_overhead") or {}).get(mode) or {}
+        return StepCosts(draft_s=float(draft), verify_s=tuple(float(v) for v in verify),
+                         per_step_s=float(overhead.get("per_step_s", 0.0)),
+                         per_guess_s=float(overhead.get("per_guess_s", 0.0)))
+    except (TypeError, KeyError, ValueError):
+        return None

@@ -30,7 +30,7 @@ from ..core.settings import MAX_NEW_TOKENS_LIMIT, MAX_PROMPT_CHARS
 from ..core.files import write_atomic
 
 FORMAT = "speculative-arena-recording"
-VERSION = 1
+VERSION = 2  # 2: a lane may hold its acceptance curve by position (version 1 files load as they are)
 MAX_SECONDS = 900.0             # a replay never runs longer than this
 MAX_STEP_TOKENS = 64            # K is at most 32 on the page; a step is K accepted + 1
 # Bounded by its token count, so a replay costs what its race did: real text is ~4 characters a
@@ -78,6 +78,23 @@ class Step(_Strict):
         return self
 
 
+class Acceptance(_Strict):
+    """A lane's acceptance curve by position (demo.core.acceptance), counted from its steps:
+    for guess i, the steps that kept every guess before it (`reached`) and the ones that kept
+    it too (`kept`); `rate` = kept ÷ reached; the last step counts as censored."""
+
+    k: int = Field(ge=1, le=32)
+    reached: list[Annotated[int, Field(ge=0, le=MAX_NEW_TOKENS_LIMIT)]] = Field(max_length=32)
+    kept: list[Annotated[int, Field(ge=0, le=MAX_NEW_TOKENS_LIMIT)]] = Field(max_length=32)
+    rate: list[Optional[Annotated[float, Field(ge=0, le=1)]]] = Field(max_length=32)
+    tokens_per_step: Optional[float] = Field(None, ge=1, le=33)
+
+    @classmethod
+    def of(cls, curve) -> "Acceptance":
+        d = curve.as_dict()
+        return cls(k=d["k"], reached=d["reached"], kept=d["kept"], rate=d["rate"], tokens_per_step=d["tokens_per_step"][-1])
+
+
 class Lane(_Strict):
     name: LaneName
     seconds: float = Field(ge=0, le=MAX_SECONDS, description="from generate() called to returned")
@@ -85,6 +102,7 @@ class Lane(_Strict):
     steps: list[Step] = Field(max_length=MAX_NEW_TOKENS_LIMIT)
     ov_accepted_tokens: Optional[int] = Field(None, ge=0, le=10 * MAX_NEW_TOKENS_LIMIT)
     ov_draft_tokens: Optional[int] = Field(None, ge=0, le=10 * MAX_NEW_TOKENS_LIMIT)
+    acceptance: Optional[Acceptance] = None
 
     @model_validator(mode="after")
     def _consistent(self):
@@ -104,6 +122,12 @@ class Lane(_Strict):
         if (self.ov_accepted_tokens is not None and self.ov_draft_tokens is not None
                 and self.ov_accepted_tokens > self.ov_draft_tokens):
             raise ValueError("more draft tokens accepted than drafted")
+        if self.acceptance is not None:
+            from ..core.acceptance import acceptance_curve
+
+            counted = Acceptance.of(acceptance_curve([len(s.token_ids) for s in self.steps[1:]], self.acceptance.k))
+            if self.name == "baseline" or self.acceptance != counted:
+                raise ValueError("a lane's acceptance curve must be the one its steps give")
         return self
 
 
@@ -130,7 +154,7 @@ class RecordedSettings(_Strict):
 
 class Recording(_Strict):
     format: Literal["speculative-arena-recording"] = FORMAT
-    version: Literal[1] = VERSION
+    version: Literal[1, 2] = VERSION
     kind: Literal["race", "three-way"]
     recorded_at: _text(40)
     machine: Machine
@@ -164,6 +188,8 @@ class Recording(_Strict):
             raise ValueError(f"a {self.kind} recording has the lanes {', '.join(want)}, in that order")
         if (self.kind == "three-way") != (self.mode == "three-way"):
             raise ValueError("the mode must be three-way exactly when the kind is")
+        if any(lane.acceptance is not None and lane.acceptance.k != self.settings.assistant_tokens for lane in self.lanes):
+            raise ValueError("an acceptance curve has as many positions as the settings' assistant tokens")
         return self
 
     def lane(self, name: str) -> Lane:
@@ -190,6 +216,8 @@ def _from_results(results, kind, mode, preset, settings, prompt, prompt_class, h
                   draft_format, machine, versions, recorded_at) -> Recording:
     from ..core.machine import machine_info, versions as library_versions
 
+    from ..core.acceptance import curve_of_chunks
+
     lanes = []
     for name in RACE_LANES if kind == "race" else THREE_WAY_LANES:
         r = results[name]
@@ -197,8 +225,10 @@ def _from_results(results, kind, mode, preset, settings, prompt, prompt_class, h
         steps = [Step(t=round(min(max(c.t - r.start, 0.0), duration), 6), token_ids=list(c.token_ids),
                       text=c.text, accepted_text=c.accepted_text if name != "baseline" else "")
                  for c in r.chunks]
+        curve = None if name == "baseline" else curve_of_chunks(r.chunks, settings.assistant_tokens)
         lanes.append(Lane(name=name, seconds=round(duration, 6), tokens=sum(len(s.token_ids) for s in steps),
-                          steps=steps, ov_accepted_tokens=r.ov_accepted_tokens, ov_draft_tokens=r.ov_draft_tokens))
+                          steps=steps, ov_accepted_tokens=r.ov_accepted_tokens, ov_draft_tokens=r.ov_draft_tokens,
+                          acceptance=None if curve is None else Acceptance.of(curve)))
     info = machine if machine is not None else machine_info()
     return Recording(
         kind=kind, recorded_at=recorded_at or datetime.now().astimezone().isoformat(timespec="seconds"),

@@ -20,7 +20,7 @@ import gradio as gr
 
 from ..records import recording
 from ..records.recording import RecordingError
-from . import render
+from . import render, step_view
 from .lanes import TITLES, LanePanels, LanesView, replay_into
 
 REPLAY_HANDLERS = 8  # replays only sleep between steps; each is bounded by recording.MAX_SECONDS
@@ -89,7 +89,7 @@ def build(booth) -> None:
                 view.summary = summary_html(summary)
             else:
                 view.summary = render.summary_html(summary)
-                view.histogram = render.acceptance_histogram_svg(results["speculative"].chunks)
+                view.histogram = step_view.charts_html(results["speculative"].chunks, rec.settings)
             view.status = ""
             view.dirty.update(lanes)
             yield view.outputs()

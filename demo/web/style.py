@@ -10,6 +10,23 @@ from .render import ACCEPTED_COLOUR, BASELINE_COLOUR, SPECULATIVE_COLOUR
 
 LOOKUP_COLOUR = "#009E73"  # Okabe–Ito green: the prompt-lookup lane
 
+# The step view (demo.web.step_view): kept guesses blue, thrown-away ones struck through.
+REJECTED_COLOUR = "#D55E00"  # Okabe–Ito vermilion: a guess the main model threw away
+
+STEP_VIEW_CSS = f"""
+.after-race {{ display: flex; flex-wrap: wrap; align-items: flex-start; gap: 12px; }}
+.accept-curve {{ font-size: 13px; max-width: 340px; }}
+.accept-curve svg {{ max-width: 100%; height: auto; }}
+.accept-curve p {{ margin: 2px 0; }}
+.steps {{ font-size: 13px; }}
+.steps ol {{ padding-left: 2.6em; margin: 4px 0; font-family: ui-monospace, SFMono-Regular, Menlo, monospace; }}
+.steps li {{ margin: 2px 0; white-space: pre-wrap; }}
+.steps .tok {{ padding: 0 1px; margin-right: 2px; border-radius: 2px; }}
+.steps del {{ color: {REJECTED_COLOUR}; text-decoration-thickness: 2px; }}
+.steps .differs {{ background: #F0E44240; }}
+.steps .differs-label {{ color: #8a6d00; font-family: sans-serif; font-size: 12px; margin-left: 6px; }}
+"""
+
 CSS = f"""
 .lane-title h3 {{ margin: 0 0 4px 0; }}
 .recorded-label {{ font-size: 15px; padding: 6px 10px; border-radius: 6px; border: 1px dashed #888; }}
@@ -44,7 +61,7 @@ CSS = f"""
 .kiosk-mode #examples button {{ font-size: 22px !important; }}
 .kiosk-mode #status {{ font-size: 24px !important; }}
 .kiosk-mode .race-chart {{ width: 100% !important; }}
-"""
+""" + STEP_VIEW_CSS
 
 LANE_COLOURS = {"baseline": BASELINE_COLOUR, "speculative": SPECULATIVE_COLOUR, "draft": SPECULATIVE_COLOUR,
                 "lookup": LOOKUP_COLOUR, "accepted": ACCEPTED_COLOUR}

@@ -18,7 +18,7 @@ from ..core.errors import DemoError
 from ..core.settings import MAX_PROMPT_CHARS, GenerationSettings, PipelineOptions
 from ..core.streaming import BASELINE, SIDES, SPECULATIVE, ChunkEvent, DoneEvent, StartEvent, StatusEvent
 from ..engine.arena import Arena, RaceRequest
-from . import checks, render
+from . import checks, render, step_view
 from .lanes import LaneState, Shown, Throttle, retimed
 from .booth import Booth
 from .visitors import VisitorIds
@@ -152,6 +152,7 @@ def build_demo(arena: Arena, bench_enabled: bool = True, booth: Optional[Booth] 
                     spec_stats = gr.HTML(render.stats_html(None), elem_id="speculative-stats")
             summary = gr.HTML("", elem_id="summary")
             chart = gr.HTML(render.race_chart_svg({}), elem_id="chart")
+            steps_html = step_view.build()  # "Step by step": the draft's guesses, kept and thrown away
             after_race = booth.race_tab(arena)  # the race's recording; every finished race goes on the scoreboard
             with gr.Accordion("What am I looking at?", open=False):
                 gr.Markdown(
@@ -190,7 +191,7 @@ def build_demo(arena: Arena, bench_enabled: bool = True, booth: Optional[Booth] 
             components = {
                 "baseline-output": base_out, "baseline-stats": base_stats,
                 "speculative-output": spec_out, "speculative-stats": spec_stats,
-                "status": status, "summary": summary, "chart": chart,
+                "status": status, "summary": summary, "chart": chart, "step-view": steps_html,
                 **after_race.components,
             }
             inputs = [prompt, preset, main_device, draft_device, method, assistant_tokens, use_threshold,
@@ -202,7 +203,7 @@ def build_demo(arena: Arena, bench_enabled: bool = True, booth: Optional[Booth] 
                 except DemoError as e:
                     raise gr.Error(str(e), print_exception=False)
                 view = RaceView()
-                view.extra = after_race.started()
+                view.extra = {**after_race.started(), **step_view.cleared(components)}
                 stop_flag = threading.Event()
                 try:
                     yield from _stream(arena, request, view, components, stop_flag, after_race.finished,
@@ -327,10 +328,11 @@ def _stream(arena: Arena, request: RaceRequest, view: RaceView, components: dict
     if finished is not None:  # demo.web: a scoreboard row and a recording to download
         view.extra.update(finished(request, results, summary))
     view.summary = render.summary_html(summary) + render.why_html(summary.why)
-    view.histogram = render.acceptance_histogram_svg(results[SPECULATIVE].chunks)
+    view.histogram = step_view.charts_html(results[SPECULATIVE].chunks, request.settings, step_view.costs(arena, request))
     view.status = ""
     view.dirty.update(SIDES)
     yield view.outputs(components)
+    yield from step_view.follow(arena, request, results, view, components, stop_flag)
 
 
 def _replay(view: RaceView, results: dict, components: dict, stop_flag: threading.Event):
