@@ -140,8 +140,8 @@ def costs(arena, request):
 def follow(arena, request, results: dict, view, components: dict, stop: threading.Event):
     """After a finished race: reconstruct the draft's guesses (in the admission slot, with a
     status line while it waits and works), then show them; Stop ends it at the next step."""
-    from ..engine.arena import _status_stream
     from ..engine.steps import for_race, why_not
+    from ..engine.waiting import status_stream, with_last_message
 
     target = components["step-view"]
     spec = results[SPECULATIVE]
@@ -154,7 +154,9 @@ def follow(arena, request, results: dict, view, components: dict, stop: threadin
     box: list = []
     throttle = Throttle()
     try:
-        for message in _status_stream(lambda status: for_race(arena, request, spec, stop, status), box):
+        # Heartbeats while it waits: a closed tab or Stop reaches it in line too.
+        work = status_stream(lambda status: for_race(arena, request, spec, stop, status), box)
+        for message in with_last_message(work, "rebuilding the draft's guesses"):
             if throttle.ready():
                 view.status = f"⏳ {message}"
                 yield view.outputs(components)
