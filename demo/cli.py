@@ -20,7 +20,7 @@ from .core import placement
 from .core.errors import DemoError, run_command
 from .core.settings import GenerationSettings, PipelineOptions, cpu_cores
 from .core.streaming import BASELINE, SPECULATIVE, ChunkEvent, DoneEvent
-from .engine.race import race, sequential
+from .engine.race import fair, race
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -97,9 +97,9 @@ def _run(args) -> int:
         print(f"[{note}]", file=sys.stderr)
     print("[loading and warming up both pipelines]", file=sys.stderr)
     cache = PipelineCache()
-    load = cache.get if args.mode == "race" else cache.sequential  # fair: one side at a time if both do not fit
+    load = cache.get if args.mode == "race" else cache.fair  # fair: one side at a time if both do not fit
     runners = load(main_dir, draft_dir, settings.method, options, lambda m: print(f"[{m}]", file=sys.stderr))
-    stream = race if args.mode == "race" else sequential
+    stream = race if args.mode == "race" else fair
     results = {}
     stop = threading.Event()
     for event in stream(runners, prompt, settings, stop):

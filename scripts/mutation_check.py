@@ -137,8 +137,8 @@ MUTATIONS = [
         "render: accepted guesses lose their highlight",
         "the accepted span is empty, so the page hides what speculation bought",
         "demo/web/render.py",
-        '        acc = c.accepted_text if c.text.startswith(c.accepted_text) else ""',
-        '        acc = ""',
+        '    acc = c.accepted_text if c.text.startswith(c.accepted_text) else ""',
+        '    acc = ""',
         ("tests/test_render.py",),
     ),
     Mutation(

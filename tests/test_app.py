@@ -108,9 +108,9 @@ def test_benchmark_tab_returns_table_plot_and_json(client):
     import json
     from pathlib import Path
 
-    table, plot, data = client.predict("smollm2-self-draft", ["sequential"], ["code"], "2", False, 1, 1, 16,
+    table, plot, data = client.predict("smollm2-self-draft", ["fair"], ["code"], "2", False, 1, 1, 16,
                                        api_name="/bench")
-    assert "speedup" in table and "sequential" in table
+    assert "speedup" in table and "fair" in table
     assert Path(plot).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     result = json.loads(Path(data).read_text())
     assert len(result["samples"]) == 1 and result["settings"]["assistant_tokens"] == [2]
@@ -118,4 +118,4 @@ def test_benchmark_tab_returns_table_plot_and_json(client):
 
 def test_benchmark_tab_rejects_bad_assistant_tokens(client):
     with pytest.raises(AppError, match="whole numbers separated by commas"):
-        client.predict("smollm2-self-draft", ["sequential"], ["code"], "2,x", False, 1, 1, 16, api_name="/bench")
+        client.predict("smollm2-self-draft", ["fair"], ["code"], "2,x", False, 1, 1, 16, api_name="/bench")

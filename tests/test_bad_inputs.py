@@ -48,7 +48,7 @@ def race_args(prompt="Write a Python function that reverses a string.", preset=S
             max_new_tokens, sampling, temperature, top_p, exact, mode]
 
 
-def bench_args(preset=SMOLLM2, modes=("sequential",), classes=("code",), ks="2", lookup=False, prompts=1,
+def bench_args(preset=SMOLLM2, modes=("fair",), classes=("code",), ks="2", lookup=False, prompts=1,
                repeats=1, max_tokens=16) -> list:
     return [preset, None if modes is None else list(modes), None if classes is None else list(classes),
             ks, lookup, prompts, repeats, max_tokens]
@@ -223,13 +223,13 @@ def test_race_refuses_bad_values_with_one_sentence(client, arena, args, fragment
 # -- 2. refusals of /bench ---------------------------------------------------------------
 
 BENCH_REFUSALS = [
-    ("huge plan", bench_args(modes=["sequential", "race"], classes=["code", "chat", "summarize"], ks="1,2,3,4",
+    ("huge plan", bench_args(modes=["fair", "race"], classes=["code", "chat", "summarize"], ks="1,2,3,4",
                              lookup=True, prompts=5, repeats=5, max_tokens=256),
      ["This plan has 1216 runs; the page allows 40", "use fewer values", "python -m demo.bench"]),
     # 2 modes x 2 K = 4 configurations, each 1 warm-up + 5 prompts x 2 repeats: 44 runs
-    ("plan just over the limit", bench_args(modes=["sequential", "race"], ks="1,2", prompts=5, repeats=2),
+    ("plan just over the limit", bench_args(modes=["fair", "race"], ks="1,2", prompts=5, repeats=2),
      ["This plan has 44 runs; the page allows 40"]),
-    ("modes None", bench_args(modes=None), ["Choose at least one mode: sequential or race"]),
+    ("modes None", bench_args(modes=None), ["Choose at least one mode: fair or race"]),
     ("unknown mode", bench_args(modes=["warp"]), ["Choose at least one mode"]),
     ("no prompt class", bench_args(classes=[]), ["Choose at least one prompt class: code"]),
     ("unknown prompt class", bench_args(classes=["poetry"]), ["Choose at least one prompt class"]),

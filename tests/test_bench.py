@@ -65,7 +65,7 @@ def bench_run(session_store, tmp_path_factory):
         mp.setattr(bench, "_make_arena", recording_arena)
         rc = bench.main([
             "--preset", SMOLLM2, "--cache-dir", str(session_store.cache_dir),
-            "--mode", "sequential", "--assistant-tokens", "2,4", "--repeat", "1",
+            "--mode", "sequential", "--assistant-tokens", "2,4", "--repeat", "1",  # fair's old name, an alias
             "--max-new-tokens", "24", "--prompts", "code,summarize", "--limit-prompts", "1",
             "--json", str(json_path), "--plot", str(plot_path),
         ])
@@ -89,7 +89,7 @@ def test_bench_cli_writes_consistent_json(bench_run):
         assert key in r
     assert r["interrupted"] is False and r["errors"] == []
     assert r["preset"]["name"] == SMOLLM2
-    assert r["settings"]["modes"] == ["sequential"] and r["settings"]["assistant_tokens"] == [2, 4]
+    assert r["settings"]["modes"] == ["fair"] and r["settings"]["assistant_tokens"] == [2, 4]
     for lib in ("openvino", "openvino_genai", "python"):
         assert isinstance(r["versions"][lib], str) and r["versions"][lib]
     assert r["machine"]["cores"] >= 1 and isinstance(r["machine"]["isa_flags"], list)
@@ -100,7 +100,7 @@ def test_bench_cli_writes_consistent_json(bench_run):
     for s in r["samples"]:
         assert SAMPLE_KEYS <= set(s)
         assert SIDE_KEYS <= set(s[BASELINE]) and SIDE_KEYS | {"accepted", "drafted"} <= set(s[SPECULATIVE])
-        assert s["mode"] == "sequential" and s["method"] == "draft"
+        assert s["mode"] == "fair" and s["method"] == "draft"
         check_consistent(s)
         assert s["acceptance_rate"] is not None  # OpenVINO reports drafted and accepted tokens
 
@@ -142,7 +142,7 @@ def test_bench_cli_prints_table_and_plot(bench_run):
     lines = bench_run.stdout.splitlines()
     header = next(l for l in lines if l.startswith("mode"))
     assert "speedup" in header and "baseline tok/s" in header
-    assert sum(l.startswith("sequential") for l in lines) == 2 * 3  # 2 K × (2 classes + all)
+    assert sum(l.startswith("fair") for l in lines) == 2 * 3  # 2 K × (2 classes + all)
     data = bench_run.plot_path.read_bytes()
     assert len(data) > 1000 and data.startswith(PNG_MAGIC)
 
@@ -259,7 +259,7 @@ def test_sweep_bookkeeping_with_fakes(presets, tmp_path):
     assert arena.loads == [("fair", "draft"), ("fair", "prompt_lookup"), ("race", "draft"), ("race", "prompt_lookup")]
     assert len(result["samples"]) == 2 * 2 * 2 * 2 * 2  # modes × methods × K × prompts × repeat
     assert calls[-1][0] == calls[-1][1] == 2 * 2 * 2 * (1 + 2 * 2)  # warm-ups counted as runs
-    assert {s["mode"] for s in result["samples"]} == {"sequential", "race"}
+    assert {s["mode"] for s in result["samples"]} == {"fair", "race"}
     for s in result["samples"]:
         check_consistent(s)
     assert len(result["aggregates"]) == 8 and len(result["configs"]) == 8
@@ -273,7 +273,7 @@ def test_sweep_bookkeeping_with_fakes(presets, tmp_path):
             assert curve["reached"] == curve["kept"] == [4 * per_sample] * a["assistant_tokens"]
             assert curve["rate"] == [1.0] * a["assistant_tokens"]
             assert a["classes"]["chat"]["acceptance_by_position"]["reached"][0] == 2 * per_sample
-    assert all(c["threads_per_pipeline"] is None for c in result["configs"] if c["mode"] == "sequential")
+    assert all(c["threads_per_pipeline"] is None for c in result["configs"] if c["mode"] == "fair")
     assert "speedup" in bench.format_table(result)
     bench.write_json(result, tmp_path / "r.json")
     bench.write_plot(result, tmp_path / "r.png")
@@ -286,7 +286,7 @@ def test_ctrl_c_keeps_what_was_measured(presets, tmp_path):
         if done == 3:  # the warm-up and two samples are in
             raise KeyboardInterrupt
 
-    result = bench.run_bench(SMOLLM2, modes=["sequential"], assistant_tokens=[2, 4], repeat=3,
+    result = bench.run_bench(SMOLLM2, modes=["fair"], assistant_tokens=[2, 4], repeat=3,
                              prompt_classes=["code"], max_new_tokens=8, arena=FakeArena(presets),
                              progress=progress)
     assert result["interrupted"] is True
@@ -323,12 +323,12 @@ def test_interrupted_before_any_sample_still_plots(presets, tmp_path):
 
 
 def test_a_failing_configuration_keeps_the_others(presets):
-    result = bench.run_bench(SMOLLM2, modes=["sequential"], assistant_tokens=[2], prompt_lookup=True,
+    result = bench.run_bench(SMOLLM2, modes=["fair"], assistant_tokens=[2], prompt_lookup=True,
                              repeat=1, limit_prompts=1, max_new_tokens=8,
                              arena=FakeArena(presets, broken=("prompt_lookup",)))
     assert {s["method"] for s in result["samples"]} == {"draft"} and len(result["samples"]) == 3
     assert [(e["method"], e["stage"]) for e in result["errors"]] == [("prompt_lookup", "load")]
-    assert "failed: preset sequential prompt_lookup K=2 (load)" in bench.format_table(result)
+    assert "failed: preset fair prompt_lookup K=2 (load)" in bench.format_table(result)
 
 
 def test_nothing_measured_is_a_demo_error(presets):
@@ -375,7 +375,7 @@ def test_the_json_names_no_model_path_of_this_machine(presets, tmp_path):
     secret = "/home/operator/secret-models/main-ir"
     local = presets.presets[SMOLLM2].model_copy(update={"main": LocalSource(source="local", path=secret)})
     with_local = presets.model_copy(update={"presets": {**presets.presets, SMOLLM2: local}})
-    result = bench.run_bench(SMOLLM2, modes=["sequential"], assistant_tokens=[2], repeat=1, prompt_classes=["code"],
+    result = bench.run_bench(SMOLLM2, modes=["fair"], assistant_tokens=[2], repeat=1, prompt_classes=["code"],
                              limit_prompts=1, max_new_tokens=8, arena=FakeArena(with_local))
     bench.write_json(result, tmp_path / "r.json")
     text = (tmp_path / "r.json").read_text()

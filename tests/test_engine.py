@@ -13,7 +13,7 @@ from demo.core.settings import GenerationSettings, PipelineOptions
 from demo.core.streaming import BASELINE, SPECULATIVE, ChunkEvent, DoneEvent, StartEvent, StatusEvent
 from demo.engine.arena import Arena, RaceRequest
 from demo.engine.pipelines import PipelineCache, check_device
-from demo.engine.race import race, sequential
+from demo.engine.race import fair, race
 from tests.fakes import RecordingRunner
 
 PROMPT = "Write a Python function that reverses a string."
@@ -104,7 +104,7 @@ def test_exact_mode_self_draft_is_identical_to_baseline(cache, smollm2_ir):
     runners = pair(cache, smollm2_ir, exact=True)
     settings = GenerationSettings(max_new_tokens=64, assistant_tokens=4)
     for prompt in (PROMPT, "Explain what a hash table is in two sentences."):
-        _, results, _ = run_all(sequential(runners, prompt, settings))
+        _, results, _ = run_all(fair(runners, prompt, settings))
         b, s = results[BASELINE], results[SPECULATIVE]
         assert equality_verdict(b.token_ids, s.token_ids) == "identical", (b.text, s.text)
         assert s.ov_accepted_tokens > 0
@@ -113,7 +113,7 @@ def test_exact_mode_self_draft_is_identical_to_baseline(cache, smollm2_ir):
 def test_exact_mode_prompt_lookup_is_identical_and_accepts_copies(cache, smollm2_ir):
     runners = pair(cache, smollm2_ir, method="prompt_lookup", exact=True)
     settings = GenerationSettings(max_new_tokens=48, method="prompt_lookup", assistant_tokens=4)
-    _, results, _ = run_all(sequential(runners, COPY_PROMPT, settings))
+    _, results, _ = run_all(fair(runners, COPY_PROMPT, settings))
     b, s = results[BASELINE], results[SPECULATIVE]
     assert equality_verdict(b.token_ids, s.token_ids) == "identical"
     assert sum(c.accepted for c in s.chunks) > 0  # copied n-grams were accepted
@@ -164,7 +164,7 @@ def test_confidence_threshold_mode_runs(cache, smollm2_ir):
 def test_sampling_runs_on_both_sides(cache, smollm2_ir):
     runners = pair(cache, smollm2_ir)
     settings = GenerationSettings(max_new_tokens=16, sampling=True, temperature=0.8, top_p=0.9)
-    _, results, _ = run_all(sequential(runners, PROMPT, settings))
+    _, results, _ = run_all(fair(runners, PROMPT, settings))
     assert all(len(r.token_ids) == 16 and r.error is None for r in results.values())
 
 

@@ -9,7 +9,7 @@ from demo.core.explain import explain, regime_sentence
 from demo.core.settings import GenerationSettings, PipelineOptions
 from demo.core.streaming import BASELINE, SPECULATIVE, DoneEvent
 from demo.engine.pipelines import PipelineCache
-from demo.engine.race import sequential
+from demo.engine.race import fair
 from demo.web.render import why_html
 
 K = 4
@@ -20,7 +20,7 @@ def finished(smollm2_ir):
     runners = PipelineCache().get(smollm2_ir, smollm2_ir, "draft", PipelineOptions())
     settings = GenerationSettings(max_new_tokens=48, assistant_tokens=K)
     t0 = time.perf_counter()
-    results = {e.side: e.result for e in sequential(runners, "Write a Python function that reverses a string.",
+    results = {e.side: e.result for e in fair(runners, "Write a Python function that reverses a string.",
                                                      settings) if isinstance(e, DoneEvent)}
     return results, time.perf_counter() - t0
 

@@ -35,7 +35,7 @@ def race_args(prompt="Write a Python function that reverses a string.", max_new_
             False, mode]
 
 
-BENCH_ARGS = [SMOLLM2, ["sequential"], ["code"], "2", False, 1, 1, 16]  # 2 runs: one warm-up, one prompt
+BENCH_ARGS = [SMOLLM2, ["fair"], ["code"], "2", False, 1, 1, 16]  # 2 runs: one warm-up, one prompt
 
 
 class AdmissionSpy:

@@ -16,7 +16,7 @@ from demo.core.settings import GenerationSettings, race_threads
 from demo.core.streaming import (
     BASELINE, SIDES, SPECULATIVE, Chunk, ChunkEvent, DoneEvent, IncrementalDetokenizer, RunResult, StartEvent,
 )
-from demo.engine.race import REPLAY_SLICE_S, race, replay, sequential
+from demo.engine.race import REPLAY_SLICE_S, fair, race, replay
 from tests.fakes import FakeRunner
 
 SETTINGS = GenerationSettings(max_new_tokens=16)
@@ -133,8 +133,8 @@ def test_closing_the_stream_returns_at_once_and_the_threads_end_by_themselves():
     assert len(calls) == 1, "on_finished must run exactly once"
 
 
-def test_on_finished_runs_once_after_a_normal_race_and_after_a_sequential_run():
-    for stream in (race, sequential):
+def test_on_finished_runs_once_after_a_normal_race_and_after_a_fair_run():
+    for stream in (race, fair):
         calls = []
         done = threading.Event()
         runners = {s: FakeRunner(s, [1] * 3, delay_s=0.001) for s in SIDES}
@@ -187,12 +187,12 @@ def test_unexpected_exception_is_reported_not_hung():
     assert results[SPECULATIVE].error == UNEXPECTED
 
 
-def test_sequential_runs_one_side_then_the_other():
+def test_fair_runs_one_side_then_the_other():
     runners = {
         BASELINE: FakeRunner(BASELINE, [1] * 4),
         SPECULATIVE: FakeRunner(SPECULATIVE, [1, 3]),
     }
-    chunks, results, order = collect(sequential(runners, "p", SETTINGS))
+    chunks, results, order = collect(fair(runners, "p", SETTINGS))
     assert order == [BASELINE] * 4 + [SPECULATIVE] * 2
     assert results[BASELINE].end <= results[SPECULATIVE].start
 

@@ -212,7 +212,7 @@ def test_what_needs_one_machine_says_so_on_the_cluster(client):
     with pytest.raises(AppError, match="runs only in the single-machine app"):
         client.predict("Hi", SMOLLM2, 4, 16, api_name="/three_way")
     with pytest.raises(Exception, match="bench"):  # no Benchmark tab: the endpoint does not exist
-        client.predict(SMOLLM2, ["sequential"], ["code"], "2", False, 1, 1, 16, api_name="/bench")
+        client.predict(SMOLLM2, ["fair"], ["code"], "2", False, 1, 1, 16, api_name="/bench")
 
 
 def test_each_session_stays_on_one_page_replica(arena_on_ray):

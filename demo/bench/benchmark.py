@@ -1,7 +1,7 @@
 """Benchmark speculative decoding against the baseline over a built-in prompt set.
 
     python -m demo.bench --preset smollm2-self-draft --json bench.json --plot bench.png
-    python -m demo.bench --preset NAME --mode sequential --assistant-tokens 1,3,5,8 --prompt-lookup
+    python -m demo.bench --preset NAME --mode fair --assistant-tokens 1,3,5,8 --prompt-lookup
     python -m demo.bench --preset NAME --prompts summarize --limit-prompts 2 --repeat 1
 
 For every configuration (mode × method × assistant tokens K) both pipelines are warmed up
@@ -9,7 +9,7 @@ with one untimed full-length run, then every prompt runs --repeat times. Each re
 measures the baseline and the speculative pipeline side by side, and the speedup is the
 ratio within that repeat (paired), so slow phases of a noisy machine hit both sides.
 
-Modes: sequential (also called fair: each pipeline alone with all cores, the honest ratio)
+Modes: fair (`sequential` is an alias: each pipeline alone with all cores, the honest ratio)
 and race (both at once, the cores split evenly, what the live page shows).
 Numbers are wall-clock from generate() to each token (demo.core.metrics); accepted and drafted
 tokens are OpenVINO's own counts. The table goes to stdout, the progress bar to stderr,
@@ -38,8 +38,8 @@ from ..core.streaming import BASELINE, SPECULATIVE
 from ..core.files import write_atomic
 from .curves import add_curves, plot_curves, sample_curve
 
-MODES = ("sequential", "race")
-MODE_ALIASES = {"sequential": "sequential", "fair": "sequential", "race": "race"}
+MODES = ("fair", "race")
+MODE_ALIASES = {"fair": "fair", "sequential": "fair", "race": "race"}  # "sequential": older name, older JSON
 METHOD_LABELS = {"draft": "draft", "prompt_lookup": "lookup"}
 
 # progress(done, total, message): `done` of `total` runs (warm-ups included) are finished.
@@ -54,7 +54,7 @@ def _no_progress(done: int, total: int, message: str) -> None:
 class Config:
     """One measured configuration: how the sides run and what the speculative side guesses with."""
 
-    mode: str              # sequential | race
+    mode: str              # fair | race
     method: str            # draft | prompt_lookup
     assistant_tokens: int  # K
     weights: str = "preset"  # "MAIN/DRAFT" weight formats, or "preset" for models.yaml's
@@ -276,7 +276,6 @@ def _request(preset: str, mode: str, method: str, k: int, max_new_tokens: int, o
     from ..engine.arena import RaceRequest
 
     settings = GenerationSettings(max_new_tokens=max_new_tokens, method=method, assistant_tokens=k)
-    # The engine calls the sequential mode "fair"; Arena.runners picks the threads from it.
     return RaceRequest(prompt="", preset=preset, settings=settings, options=options,
                        mode="race" if mode == "race" else "fair", race_threads=race_thread_count,
                        main_format=formats[0], draft_format=formats[1])
@@ -286,14 +285,14 @@ def _measure(runners: dict, mode: str, prompt: str, settings: GenerationSettings
              stop: threading.Event) -> dict:
     """Run both sides once (alone one after the other, or at once); return side → RunResult."""
     from ..core.streaming import DoneEvent
-    from ..engine.race import race, sequential
+    from ..engine.race import fair, race
 
     if stop.is_set():
         raise _Stopped
     # A fresh event per run: race() sets its stop event when it ends, so the caller's event
     # cannot be handed to it directly; it is relayed at every streamed chunk instead.
     run_stop = threading.Event()
-    stream = race if mode == "race" else sequential
+    stream = race if mode == "race" else fair
     results: dict = {}
     for event in stream(runners, prompt, settings, run_stop):
         if stop.is_set():
@@ -483,7 +482,7 @@ def _plot_classes(left, aggs, modes, methods) -> None:
     """Median speedup vs K, one line per prompt class (and method, and mode)."""
     colors = {c: f"C{i}" for i, c in enumerate(list(CLASSES) + ["all"])}
     styles = {"draft": "-", "prompt_lookup": "--"}
-    markers = {"sequential": "o", "race": "s"}
+    markers = {"fair": "o", "race": "s"}
     for mode in modes:
         for method in methods:
             series = sorted((a for a in aggs if a["mode"] == mode and a["method"] == method),
@@ -598,7 +597,7 @@ def _normalize_modes(modes: Sequence[str]) -> list[str]:
     out = []
     for m in modes:
         if m not in MODE_ALIASES:
-            raise DemoError(f"Unknown mode {m!r}; choose sequential (or fair) or race.")
+            raise DemoError(f"Unknown mode {m!r}; choose fair (or its old name, sequential) or race.")
         out.append(MODE_ALIASES[m])
     return list(dict.fromkeys(out)) or list(MODES)
 
@@ -632,7 +631,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--json", type=Path, help="write every raw sample and the aggregates here")
     ap.add_argument("--plot", type=Path, help="write a PNG plot here")
     ap.add_argument("--mode", choices=["sequential", "fair", "race"],
-                    help="sequential (= fair: each pipeline alone, all cores) or race (both at once); default both")
+                    help="fair (each pipeline alone, all cores; `sequential` is an alias) or race (both at once); default both")
     ap.add_argument("--assistant-tokens", metavar="K[,K…]",
                     help="assistant tokens to sweep, e.g. 1,3,5,8 (default: the preset's)")
     ap.add_argument("--prompt-lookup", action="store_true",

@@ -77,6 +77,6 @@ def race_threads(cores: Optional[int] = None) -> int:
 
     Measured on 2 cores (BENCHMARKS.md): OpenVINO's default gives each pipeline every core,
     4 busy threads fight over 2 cores and the visible speedup shrinks; one thread each
-    with CPU pinning off kept the race closest to the sequential ratio.
+    with CPU pinning off kept the race closest to the fair ratio.
     """
     return max(1, (cores or cpu_cores()) // 2)

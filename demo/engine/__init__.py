@@ -6,7 +6,7 @@ three_way; the rest is the engine's own.
   arena.py       the front door: presets + prepared models + pipelines + race, and the
                  Calibrator protocol the app's launch calibration implements
   pipelines.py   OpenVINO GenAI pipelines, streaming, warm-up, the byte-budgeted cache
-  race.py        race / fair (sequential) / one-by-one / replay over any runner (pure logic)
+  race.py        race / fair / one-by-one / replay over any runner (pure logic)
   admission.py   the one admission point: one heavy job at a time, in order
   waiting.py     status streams a cancel still reaches while a job waits in line
   three_way.py   baseline vs draft model vs prompt lookup

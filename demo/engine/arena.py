@@ -23,7 +23,7 @@ from ..models.prepare import PreparedPair, prepare_preset
 from ..models.presets import ExportSource, HubSource, PresetFile, load_presets
 from ..models.sources import ModelStore
 from .admission import Admission, Cancelled
-from .race import race, sequential
+from .race import fair, race
 from .request import RaceRequest, Summary, how_it_ran, threads_for, validate_prompt
 from .safety import NativeConfig, NativeGuard, SafetyRecord
 from .startup import Calibrator, StartupState, start_warmup
@@ -139,10 +139,10 @@ class Arena:
     def runners(self, request: RaceRequest, status: Callable[[str], None] = lambda m: None) -> dict:
         """Prepare and load a request's pipelines (the caller holds the admission slot).
         Fair mode on a pair that does not fit in memory twice gets each side in turn:
-        race.sequential loads one side's pipeline, then the other's."""
+        race.fair loads one side's pipeline, then the other's."""
         pair = self.prepare(request.preset, status, **self.formats_for(request))
         options = request.options.with_threads(self.threads_to_use(request, pair, status))
-        load = self.cache.sequential if request.mode == "fair" else self.cache.get
+        load = self.cache.fair if request.mode == "fair" else self.cache.get
         return load(pair.main, pair.draft, request.settings.method, options, status)
 
     def native_configs(self, request: RaceRequest, pair: PreparedPair, threads: Optional[int]) -> list[NativeConfig]:
@@ -205,7 +205,7 @@ class Arena:
                 if request.mode == "race":
                     events = race(runners, prompt, settings, stop, on_finished=ticket.release)
                 else:
-                    events = sequential(runners, prompt, settings, stop, on_finished=ticket.release,
+                    events = fair(runners, prompt, settings, stop, on_finished=ticket.release,
                                         on_status=lambda m: StatusEvent(f"fair mode: {m}"))
                 started = True
                 yield from events

@@ -234,7 +234,7 @@ class PipelineCache:
     """Builds baseline + speculative runners lazily and keeps as many as memory allows.
 
     An entry is a pair (both sides, as a race needs them) or one side alone (fair mode on
-    a pair that does not fit twice: each side is loaded in turn, see sequential()).
+    a pair that does not fit twice: each side is loaded in turn, see fair()).
     The budget is in bytes (demo.core.memory.budget_bytes: the machine's or the container's
     limit, less a reserve). An entry's size is measured when it loads (resident memory
     before and after, warm-up included) and remembered; one never loaded before is
@@ -308,9 +308,9 @@ class PipelineCache:
         """Both sides of a pair, loaded together."""
         return self._get(self.key(main, draft, method, options), SIDES, status)
 
-    def sequential(self, main: Path, draft: Optional[Path], method: str, options: PipelineOptions,
+    def fair(self, main: Path, draft: Optional[Path], method: str, options: PipelineOptions,
                    status: Callable[[str], None] = lambda msg: None) -> dict:
-        """The runners of a fair (sequential) measurement: both sides loaded, or, for a pair
+        """The runners of a fair measurement: both sides loaded, or, for a pair
         that fits only one side at a time, each side in turn (SideInTurn)."""
         key = self.key(main, draft, method, options)
         if self.in_turn(key):
@@ -364,7 +364,7 @@ class PipelineCache:
 
 class SideInTurn:
     """One side of a fair measurement whose pair does not fit in memory twice: its
-    pipeline is loaded (evicting the other side's) only when race.sequential is about to
+    pipeline is loaded (evicting the other side's) only when race.fair is about to
     run it, through load(status).
 
     Prompt checks need no pipeline: the tokenizer is read from the main model's folder,

@@ -130,7 +130,7 @@ def _drain(events: "queue.Queue", stop: threading.Event) -> Iterator[Event]:
             stop.set()
 
 
-def sequential(runners: dict, prompt: str, settings: GenerationSettings,
+def fair(runners: dict, prompt: str, settings: GenerationSettings,
                stop: Optional[threading.Event] = None,
                on_finished: Optional[Callable[[], None]] = None,
                on_status: Callable[[str], object] = lambda message: None) -> Iterator[Event]:
@@ -213,7 +213,7 @@ def replay(results: dict, speed: float = 1.0, stop: Optional[threading.Event] = 
            heartbeats: bool = False) -> Iterator[Optional[ChunkEvent]]:
     """Replay recorded runs side by side: each chunk at its offset from its own side's start.
 
-    This turns a fair (sequential) measurement back into a race a visitor can watch, at the
+    This turns a fair measurement back into a race a visitor can watch, at the
     pace each pipeline really had when it ran alone. It waits in slices of REPLAY_SLICE_S
     that look at `stop`; with `heartbeats`, it also yields None after each slice, so a
     consumer that can only be closed between two yields (a web handler) can be stopped

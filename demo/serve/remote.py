@@ -43,7 +43,7 @@ class _NoLocalPipelines:
     def get(self, *args, **kwargs):
         raise DemoError(ONLY_ONE_MACHINE)
 
-    sequential = get
+    fair = get
 
     def clear(self) -> None:
         pass

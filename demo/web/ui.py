@@ -370,8 +370,10 @@ def bench_plan(arena: Arena, preset_name, mode_list, class_list, ks_text, with_l
     reason = arena.needs_operator(preset.name)
     if reason:
         raise DemoError(reason)
-    if not isinstance(mode_list, list) or not mode_list or any(m not in ("sequential", "race") for m in mode_list):
-        raise DemoError("Choose at least one mode: sequential or race.")
+    if (not isinstance(mode_list, list) or not mode_list
+            or any(not isinstance(m, str) or m not in bench.MODE_ALIASES for m in mode_list)):
+        raise DemoError("Choose at least one mode: fair or race.")
+    mode_list = list(dict.fromkeys(bench.MODE_ALIASES[m] for m in mode_list))  # "sequential": the old name
     if not isinstance(class_list, list) or not class_list or any(c not in bench.CLASSES for c in class_list):
         raise DemoError(f"Choose at least one prompt class: {', '.join(bench.CLASSES)}.")
     if not isinstance(ks_text, str) or len(ks_text) > 100:  # the refusal below quotes it back
@@ -412,7 +414,7 @@ def _bench_tab(arena: Arena, choices: list, default_preset: str, visitor_ids: Vi
     )
     with gr.Row():
         preset = gr.Dropdown(choices, value=default_preset, label="Model pair (preset)")
-        modes = gr.CheckboxGroup(["sequential", "race"], value=["sequential"], label="Modes")
+        modes = gr.CheckboxGroup(["fair", "race"], value=["fair"], label="Modes")
         classes = gr.CheckboxGroup(list(bench.CLASSES), value=["code"], label="Prompt classes")
     with gr.Row():
         ks = gr.Textbox("1,3,5", label="Assistant tokens to sweep", elem_id="bench-ks")
