@@ -140,7 +140,7 @@ def costs(arena, request):
 def follow(arena, request, results: dict, view, components: dict, stop: threading.Event):
     """After a finished race: reconstruct the draft's guesses (in the admission slot, with a
     status line while it waits and works), then show them; Stop ends it at the next step."""
-    from ..engine.arena import _status_stream
+    from ..engine.waiting import status_stream
     from ..engine.steps import for_race, why_not
 
     target = components["step-view"]
@@ -154,8 +154,8 @@ def follow(arena, request, results: dict, view, components: dict, stop: threadin
     box: list = []
     throttle = Throttle()
     try:
-        for message in _status_stream(lambda status: for_race(arena, request, spec, stop, status), box):
-            if throttle.ready():
+        for message in status_stream(lambda status: for_race(arena, request, spec, stop, status), box):
+            if message is not None and throttle.ready():  # None: a heartbeat, nothing new to show
                 view.status = f"⏳ {message}"
                 yield view.outputs(components)
         view.extra[target] = steps_html(box[0])
