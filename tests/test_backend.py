@@ -75,3 +75,14 @@ def test_remote_arena_is_its_own_class_and_says_what_the_cluster_cannot_do(both)
         assert str(refused.value) == ONLY_ONE_MACHINE
     assert remote.prepared(request) is None  # the step view then says it needs the single-machine app
     assert remote.start_background_warmup() is None
+
+
+def test_the_cluster_page_builds_over_a_remote_arena(both):
+    """The page over the cluster's Backend (as demo.serve.page builds it): every part of the
+    page that reads the arena while it is built finds what it reads."""
+    from demo.serve.page import build_page
+
+    page = build_page(both[1])
+    ids = {getattr(block, "elem_id", None) for block in page.blocks.values()}
+    assert {"prompt", "run", "baseline-output", "speculative-output"} <= ids
+    assert "bench-run" not in ids  # the Benchmark tab measures one machine, not a cluster
