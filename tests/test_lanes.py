@@ -17,7 +17,7 @@ from gradio.utils import diff
 from demo.core.streaming import BASELINE, SPECULATIVE, Chunk, RunResult
 from demo.web import render
 from demo.web.lanes import LanePanels, LanesView, LaneState, replay_into
-from demo.web.ui import RaceView
+from demo.web.race_tab import RaceView
 
 HANG_GUARD_S = 10  # only a hang reaches it: the replay's slice is 0.1 s
 STEP_TEXT = '"' * 64  # the most a one-token step may hold; a quote is 6 bytes of HTML

@@ -127,7 +127,7 @@ def test_export_clicks_leave_a_bounded_number_of_files_without_other_visitors_pr
 def test_benchmark_results_from_the_page_are_bounded_and_name_no_path(page, monkeypatch):
     from gradio_client import Client
 
-    from demo.web.ui import KEEP_BENCH_RESULTS
+    from demo.web.bench_tab import KEEP_BENCH_RESULTS
     from tests import test_bench
 
     monkeypatch.setattr(page.arena, "runners", lambda request, status=None: {

@@ -1,8 +1,9 @@
 """The engine: OpenVINO pipelines raced side by side behind one front door, no UI.
 
-Layers above use arena.Arena (and RaceRequest, StatusEvent, Summary), race's events and
-three_way; the rest is the engine's own.
+Layers above use backend.Backend (the front door's protocol), arena.Arena (and RaceRequest,
+StatusEvent, Summary), race's events and three_way; the rest is the engine's own.
 
+  backend.py     Backend: what the page and app.py use of an arena (Arena, serve's RemoteArena)
   arena.py       the front door: presets + prepared models + pipelines + race, and the
                  Calibrator protocol the app's launch calibration implements
   pipelines.py   OpenVINO GenAI pipelines, streaming, warm-up, the byte-budgeted cache

@@ -27,7 +27,8 @@ from ..core.errors import DemoError
 from ..core.metrics import SideStats, side_stats
 from ..core.settings import MAX_PROMPT_TOKENS, GenerationSettings, PipelineOptions
 from ..core.streaming import SIDES, SPECULATIVE, ChunkEvent, DoneEvent, StartEvent
-from .arena import Arena, RaceRequest, validate_prompt
+from .arena import RaceRequest, validate_prompt
+from .backend import Backend
 from .race import race
 
 MAX_TURNS = 8
@@ -137,7 +138,7 @@ def check_fits(runners: dict, prompts: dict, settings: GenerationSettings, conve
         runners[side].check_prompt(prompts[side], settings)  # the race's own check, as Arena.run makes it
 
 
-def run(arena: Arena, request: RaceRequest, conversation: Conversation,
+def run(arena: Backend, request: RaceRequest, conversation: Conversation,
         stop: Optional[threading.Event] = None) -> Iterator:
     """One turn: the request's prompt is the new user message. Validate, wait for the CPU
     (StatusEvents), then race both sides on their own histories, recording the turn into

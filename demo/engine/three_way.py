@@ -24,7 +24,8 @@ from ..core.errors import DemoError
 from ..core.metrics import SideStats, acceptance_rate, compare, side_stats
 from ..core.settings import cpu_cores
 from ..core.streaming import BASELINE, SPECULATIVE, StatusEvent
-from .arena import Arena, RaceRequest, validate_prompt
+from .arena import RaceRequest, validate_prompt
+from .backend import Backend
 from .race import one_by_one
 
 LANES = ("baseline", "draft", "lookup")
@@ -114,7 +115,7 @@ def how_it_ran(request: RaceRequest) -> str:
             f"{request.options.draft_device}; {k} assistant tokens for both methods; {exact}")
 
 
-def run(arena: Arena, request: RaceRequest, stop: Optional[threading.Event] = None,
+def run(arena: Backend, request: RaceRequest, stop: Optional[threading.Event] = None,
         visitor: Sequence[str] = ()) -> Iterator:
     """Wait for the CPU (StatusEvents meanwhile), prepare the preset, then run the baseline,
     the draft model and prompt lookup alone, one after the other, all inside one admission
@@ -124,7 +125,7 @@ def run(arena: Arena, request: RaceRequest, stop: Optional[threading.Event] = No
         yield from _run(arena, request, stop)
 
 
-def _run(arena: Arena, request: RaceRequest, stop: Optional[threading.Event]) -> Iterator:
+def _run(arena: Backend, request: RaceRequest, stop: Optional[threading.Event]) -> Iterator:
     prompt = validate_prompt(request.prompt)
     settings = request.settings.validated()
     if settings.assistant_tokens is None:

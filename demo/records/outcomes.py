@@ -17,7 +17,8 @@ from typing import Optional
 from ..core.errors import DemoError
 from ..core.streaming import BASELINE, SPECULATIVE
 from ..engine import three_way
-from ..engine.arena import Arena, RaceRequest, validate_prompt
+from ..engine.arena import RaceRequest, validate_prompt
+from ..engine.backend import Backend
 from . import recording
 from .scoreboard import Scoreboard, ScoreboardError, prompt_class, race_record
 
@@ -48,12 +49,12 @@ def finished(results: dict, lanes) -> bool:
     return all(lane in results and not results[lane].error and not results[lane].cancelled for lane in lanes)
 
 
-def classify(arena: Arena, request: RaceRequest, prompt: str) -> str:
+def classify(arena: Backend, request: RaceRequest, prompt: str) -> str:
     preset = arena.presets.get(request.preset)
     return prompt_class(prompt, preset.name, preset.examples, [("three-way", three_way.EXAMPLE_PROMPTS)])
 
 
-def after_race(arena: Arena, request: RaceRequest, results: dict, how: str,
+def after_race(arena: Backend, request: RaceRequest, results: dict, how: str,
                scoreboard: Optional[Scoreboard], kind: str = "race") -> Optional[Outcome]:
     """Record a finished race (kind "race": baseline + speculative; "three-way": baseline,
     draft, lookup) on the scoreboard and as a recording; None if it did not finish."""

@@ -10,7 +10,7 @@ functions, `cluster` import Ray, so the single-machine app never loads it):
   config.py       serve.yaml: Ray Serve's config file format, read without Ray
   merge.py        fan-in of the two sides' streams (pure asyncio, tested without Ray)
   worker.py       one side's pipeline in a replica: load once, stream one run, stop on cancel
-  remote.py       RemoteArena: the engine's front door (demo.engine.arena.Arena) over the cluster
+  remote.py       RemoteArena: the engine's front door (demo.engine.backend.Backend) over the cluster
   page.py         the Gradio page mounted on FastAPI, with a session cookie for sticky routing
   deployments.py  the Ray Serve deployments (Baseline, Speculative, Race, Page) and build_app
   cluster.py      start (small, loopback) or join a cluster, deploy with a bound, take it down

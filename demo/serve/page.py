@@ -20,7 +20,7 @@ MAX_QUEUE = 16  # as app.py: races and benchmarks waiting in Gradio's queue, per
 
 
 def build_page(arena, kiosk: bool = False, idle_seconds: float = 45.0, keep_prompts: bool = False):
-    """The arena's Gradio Blocks over `arena` (an Arena or a RemoteArena), queued as app.py does.
+    """The arena's Gradio Blocks over `arena` (a Backend: an Arena or a RemoteArena), queued as app.py does.
     The Benchmark tab is left out: it measures one machine, not a cluster."""
     from ..web.booth import Booth
     from ..web.ui import build_demo

@@ -1,8 +1,8 @@
-"""RemoteArena: the engine's front door (demo.engine.arena.Arena) with the pipelines on a cluster.
+"""RemoteArena: the engine's front door (demo.engine.backend.Backend) with the pipelines on a cluster.
 
-The page (demo.web.ui.build_demo) and every other caller of Arena keep working unchanged:
+The page (demo.web.ui.build_demo) and every other caller of a Backend keep working unchanged:
 presets, devices, needs_operator, default_assistant_tokens, startup, admission and
-summarize behave as in one process, and `run(request, stop)` yields the same events
+summarize behave as in one process (a local Arena without pipelines answers them), and `run(request, stop)` yields the same events
 (StatusEvent, StartEvent, ChunkEvent, DoneEvent). Only where the work happens differs:
 `run` sends the request to the Race deployment (demo.serve.deployments), which fans it out
 to a Baseline and a Speculative replica, maybe on two machines, and streams both back.
@@ -53,15 +53,18 @@ ONLY_ONE_MACHINE = ("This part of the page runs only in the single-machine app (
                     "cluster, use the Race tab.")
 
 
-class RemoteArena(Arena):
-    """An Arena whose races run on Ray Serve.
+class RemoteArena:
+    """A Backend whose races run on Ray Serve.
 
     `race` is a DeploymentHandle of the Race deployment; `devices` the devices the
-    pipeline replicas see (asked once, when the page starts).
+    pipeline replicas see (asked once, when the page starts). Presets, the model store,
+    admission, startup and the summary come from a local Arena that loads no pipelines.
     """
 
     def __init__(self, presets, store, race, devices: list, allow_downloads: bool = False):
-        super().__init__(presets, store, cache=_NoLocalPipelines(), allow_downloads=allow_downloads)
+        self._local = Arena(presets, store, cache=_NoLocalPipelines(), allow_downloads=allow_downloads)
+        self.presets, self.store, self.cache = presets, store, self._local.cache
+        self.admission, self.startup = self._local.admission, self._local.startup
         self._race = race
         self._devices = list(devices)
         self.startup.update("ready", "Ready. Type a prompt and press Run.")  # serve.run waited for the replicas
@@ -76,10 +79,33 @@ class RemoteArena(Arena):
     def devices(self) -> list[str]:
         return list(self._devices)
 
+    def needs_operator(self, preset_name):
+        return self._local.needs_operator(preset_name)
+
+    def default_assistant_tokens(self, preset_name, mode: str = "race") -> int:
+        return self._local.default_assistant_tokens(preset_name, mode)
+
+    def skipped_configurations(self) -> list[str]:
+        return self._local.skipped_configurations()
+
+    # -- preparing and loading: the replicas do it -----------------------------------------
     def prepare(self, preset_name, status=lambda m: None, cancel=None, main_format=None, draft_format=None):
         # Preparing here would convert models in the page's process; the replicas prepare
         # their own (every node has the same prepared models: docs/SCALE-OUT.md).
         raise DemoError(ONLY_ONE_MACHINE)
+
+    def runners(self, request: RaceRequest, status=lambda m: None) -> dict:
+        raise DemoError(ONLY_ONE_MACHINE)
+
+    def prepared(self, request: RaceRequest):
+        return None  # nothing is prepared in the page's process
+
+    def formats_for(self, request: RaceRequest) -> dict:
+        return self._local.formats_for(request)
+
+    def admitted(self, what: str, stop: threading.Event, prepare, load):
+        # The local slot, then `prepare` (this class's: the sentence above) refuses.
+        return (yield from self._local.admitted(what, stop, prepare, load))
 
     def start_background_warmup(self, report=lambda m: None, calibrator=None):
         report("the pipelines load in their replicas (demo.serve); nothing to warm up here")
@@ -132,7 +158,7 @@ class RemoteArena(Arena):
 
     # -- results --------------------------------------------------------------------------
     def summarize(self, results: dict, request: RaceRequest) -> Summary:
-        summary = super().summarize(results, request)
+        summary = self._local.summarize(results, request)
         return replace(summary, how=how_it_ran_on_cluster(request, results))
 
 
