@@ -287,8 +287,8 @@ def test_ctrl_c_keeps_what_was_measured(presets, tmp_path):
             raise KeyboardInterrupt
 
     result = measure.run_bench(SMOLLM2, modes=["fair"], assistant_tokens=[2, 4], repeat=3,
-                             prompt_classes=["code"], max_new_tokens=8, arena=FakeArena(presets),
-                             progress=progress)
+                               prompt_classes=["code"], max_new_tokens=8, arena=FakeArena(presets),
+                               progress=progress)
     assert result["interrupted"] is True
     assert len(result["samples"]) == 2
     assert result["aggregates"][0]["overall"]["speedup"]["n"] == 2
@@ -305,7 +305,7 @@ def test_stop_event_ends_the_run(presets):
             stop.set()
 
     result = measure.run_bench(SMOLLM2, modes=["race"], repeat=2, prompt_classes=["chat"], limit_prompts=2,
-                             max_new_tokens=8, arena=FakeArena(presets), progress=progress, stop=stop)
+                               max_new_tokens=8, arena=FakeArena(presets), progress=progress, stop=stop)
     assert result["interrupted"] is True and len(result["samples"]) == 1
     assert presets.get(SMOLLM2).assistant_tokens != CALIBRATED_K
     assert result["samples"][0]["assistant_tokens"] == CALIBRATED_K  # no K given: the arena's default
@@ -324,8 +324,8 @@ def test_interrupted_before_any_sample_still_plots(presets, tmp_path):
 
 def test_a_failing_configuration_keeps_the_others(presets):
     result = measure.run_bench(SMOLLM2, modes=["fair"], assistant_tokens=[2], prompt_lookup=True,
-                             repeat=1, limit_prompts=1, max_new_tokens=8,
-                             arena=FakeArena(presets, broken=("prompt_lookup",)))
+                               repeat=1, limit_prompts=1, max_new_tokens=8,
+                               arena=FakeArena(presets, broken=("prompt_lookup",)))
     assert {s["method"] for s in result["samples"]} == {"draft"} and len(result["samples"]) == 3
     assert [(e["method"], e["stage"]) for e in result["errors"]] == [("prompt_lookup", "load")]
     assert "failed: preset fair prompt_lookup K=2 (load)" in report.format_table(result)
@@ -334,18 +334,18 @@ def test_a_failing_configuration_keeps_the_others(presets):
 def test_nothing_measured_is_a_demo_error(presets):
     with pytest.raises(DemoError, match="could not load"):
         measure.run_bench(SMOLLM2, modes=["race"], repeat=1, limit_prompts=1, max_new_tokens=8,
-                        arena=FakeArena(presets, broken=("draft",)))
+                          arena=FakeArena(presets, broken=("draft",)))
     with pytest.raises(DemoError, match="speculative pipeline failed during the warm-up run: RuntimeError: out of memory"):
         measure.run_bench(SMOLLM2, modes=["race"], repeat=1, limit_prompts=1, max_new_tokens=8,
-                        arena=FakeArena(presets, failing=("draft",)))
+                          arena=FakeArena(presets, failing=("draft",)))
 
 
 def test_a_format_sweep_plots_one_line_per_pair(presets, tmp_path, monkeypatch):
     """With several weight-format pairs the left panel shows tok/s per pair over K (and
     each main format alone), not one zig-zag line of speedups across pairs."""
     result = measure.run_bench(SMOLLM2, modes=["fair"], assistant_tokens=[1, 3], repeat=1, prompt_classes=["chat"],
-                             limit_prompts=1, max_new_tokens=12, arena=FakeArena(presets),
-                             formats=[("int8", "gguf"), ("f16", "int8")])
+                               limit_prompts=1, max_new_tokens=12, arena=FakeArena(presets),
+                               formats=[("int8", "gguf"), ("f16", "int8")])
     assert {a["weights"] for a in result["aggregates"]} == {"int8/gguf", "f16/int8"}
     drawn = []
     monkeypatch.setattr(plot, "_plot_formats", lambda ax, aggs, weights, modes: drawn.append(weights))
@@ -376,10 +376,62 @@ def test_the_json_names_no_model_path_of_this_machine(presets, tmp_path):
     local = presets.presets[SMOLLM2].model_copy(update={"main": LocalSource(source="local", path=secret)})
     with_local = presets.model_copy(update={"presets": {**presets.presets, SMOLLM2: local}})
     result = measure.run_bench(SMOLLM2, modes=["fair"], assistant_tokens=[2], repeat=1, prompt_classes=["code"],
-                             limit_prompts=1, max_new_tokens=8, arena=FakeArena(with_local))
+                               limit_prompts=1, max_new_tokens=8, arena=FakeArena(with_local))
     report.write_json(result, tmp_path / "r.json")
     text = (tmp_path / "r.json").read_text()
     assert "/fake/" not in text and "secret-models" not in text
     paths = [s for s in _strings(json.loads(text)) if s.startswith("/") or s.startswith("~")]
     assert paths == []
     assert result["preset"]["main"]["path"] == "main-ir" and result["preset"]["main_folder"] == "main"
+
+
+# -- the typed JSON form (demo.bench.result) --------------------------------------------------
+
+def test_a_fresh_result_is_exactly_the_documented_form(bench_run, presets, tmp_path):
+    """Every key run_bench writes is in the model (extra="forbid") and reads back unchanged,
+    for a real run, a run with a failed configuration and one stopped early."""
+    from demo.bench.result import load_result
+
+    written = json.loads(bench_run.json_path.read_text())
+    assert load_result(bench_run.json_path).to_dict() == written
+    failed = measure.run_bench(SMOLLM2, modes=["fair"], assistant_tokens=[2], prompt_lookup=True, repeat=1,
+                               limit_prompts=1, max_new_tokens=8, arena=FakeArena(presets, broken=("prompt_lookup",)))
+    stop = threading.Event()
+    stop.set()
+    stopped = measure.run_bench(SMOLLM2, modes=["race"], repeat=1, limit_prompts=1, max_new_tokens=8,
+                                arena=FakeArena(presets), stop=stop)
+    for result in (failed, stopped):
+        report.write_json(result, tmp_path / "r.json")
+        assert load_result(tmp_path / "r.json").to_dict() == json.loads((tmp_path / "r.json").read_text())
+    assert failed["errors"] and stopped["interrupted"]
+
+
+def test_every_bench_result_in_the_repository_still_loads():
+    """bench-results/ keeps the JSON behind BENCHMARKS.md: each reads back as it was written,
+    with the old mode name "sequential" read as fair."""
+    from demo.bench.result import load_result
+
+    files = [p for p in sorted((Path(__file__).resolve().parent.parent / "bench-results").glob("*.json"))
+             if "bench_version" in json.loads(p.read_text())]
+    assert files
+    old_name = 0
+    for path in files:
+        raw = json.loads(path.read_text())
+        loaded = load_result(path)
+        assert {s.mode for s in loaded.samples} <= {"fair", "race"}
+        old_name += sum(s["mode"] == "sequential" for s in raw["samples"])
+        renamed = json.loads(path.read_text().replace('"mode": "sequential"', '"mode": "fair"'))
+        assert loaded.to_dict() == renamed, path.name
+    assert old_name > 0  # the alias is exercised, not just allowed
+
+
+def test_a_file_that_is_not_a_bench_result_is_one_sentence(tmp_path):
+    from demo.bench.result import load_result
+
+    calibration = Path(__file__).resolve().parent.parent / "bench-results" / "calibration-qwen.json"
+    broken = tmp_path / "broken.json"
+    broken.write_text("{not json")
+    for path in (calibration, broken, tmp_path / "missing.json"):
+        with pytest.raises(DemoError, match=rf"^{re.escape(path.name)} is not a benchmark result.*python -m demo.bench --json") as e:
+            load_result(path)
+        assert str(tmp_path) not in str(e.value) and "Error" not in str(e.value)

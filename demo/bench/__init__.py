@@ -5,6 +5,7 @@
   report.py     aggregates per configuration, class and prompt; the text table; write_json
   plot.py       write_plot: speedup vs K (or formats × K), tok/s per mode, acceptance by position
   curves.py     the acceptance curve by position per sample, pooled per configuration, plotted
+  result.py     the JSON form, typed (BenchResult); load_result reads old files too
   cli.py        the command line (__main__.py runs it)
   benchmark.py  the public names above in one module, for the page (`bench.run_bench`, …)
 """

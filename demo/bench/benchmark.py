@@ -5,6 +5,7 @@
   measure.py  run_bench (the measurement loop, one sample per repeat)
   report.py   aggregate, describe, format_table, write_json
   plot.py     write_plot
+  result.py   BenchResult, load_result (the JSON form, typed)
   cli.py      build_parser, main (`python -m demo.bench`)
 
 Patch a name where it is used (e.g. demo.bench.plot._plot_formats), not here.
@@ -16,8 +17,10 @@ from .measure import Progress, run_bench
 from .plan import METHOD_LABELS, MODE_ALIASES, MODES, Config, parse_formats, parse_ints
 from .plot import write_plot
 from .report import aggregate, describe, format_table, write_json
+from .result import BenchResult, load_result
 
 __all__ = [
-    "CLASSES", "METHOD_LABELS", "MODE_ALIASES", "MODES", "Config", "Progress", "aggregate", "build_parser",
-    "describe", "format_table", "main", "parse_formats", "parse_ints", "run_bench", "write_json", "write_plot",
+    "BenchResult", "CLASSES", "METHOD_LABELS", "MODE_ALIASES", "MODES", "Config", "Progress", "aggregate",
+    "build_parser", "describe", "format_table", "load_result", "main", "parse_formats", "parse_ints", "run_bench",
+    "write_json", "write_plot",
 ]
