@@ -411,7 +411,7 @@ MUTATIONS = [
     Mutation(
         "bench: the JSON keeps model paths",
         "the Benchmark tab hands visitors the folders of this machine's models",
-        "demo/bench/benchmark.py",
+        "demo/bench/measure.py",
         '            "main": _without_paths(preset_obj.main.model_dump()),',
         '            "main": preset_obj.main.model_dump(),',
         ("tests/test_bench.py::test_the_json_names_no_model_path_of_this_machine",),

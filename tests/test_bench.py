@@ -13,7 +13,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from demo.bench import benchmark as bench
+from demo.bench import cli, measure, plot, report
 from demo.core.bench_prompts import CLASSES, PROMPTS, select
 from demo.core.errors import DemoError
 from demo.core.streaming import BASELINE, SPECULATIVE, Chunk, RunResult
@@ -51,7 +51,7 @@ def bench_run(session_store, tmp_path_factory):
     json_path, plot_path = out / "bench.json", out / "bench.png"
     stdout, stderr = io.StringIO(), io.StringIO()
     runs: list = []  # (side, prompt, settings, RunResult), warm-ups included, in order
-    real_make_arena = bench._make_arena
+    real_make_arena = measure._make_arena
 
     def recording_arena(models, cache_dir):
         arena = real_make_arena(models, cache_dir)
@@ -62,8 +62,8 @@ def bench_run(session_store, tmp_path_factory):
 
     with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr), \
             pytest.MonkeyPatch.context() as mp:
-        mp.setattr(bench, "_make_arena", recording_arena)
-        rc = bench.main([
+        mp.setattr(measure, "_make_arena", recording_arena)
+        rc = cli.main([
             "--preset", SMOLLM2, "--cache-dir", str(session_store.cache_dir),
             "--mode", "sequential", "--assistant-tokens", "2,4", "--repeat", "1",  # fair's old name, an alias
             "--max-new-tokens", "24", "--prompts", "code,summarize", "--limit-prompts", "1",
@@ -148,7 +148,7 @@ def test_bench_cli_prints_table_and_plot(bench_run):
 
 
 def test_unknown_preset_is_one_line_error(tmp_path, capsys):
-    rc = bench.main(["--preset", "no-such-preset", "--cache-dir", str(tmp_path), "--repeat", "1"])
+    rc = cli.main(["--preset", "no-such-preset", "--cache-dir", str(tmp_path), "--repeat", "1"])
     err = capsys.readouterr().err.strip()
     assert rc == 1
     assert err.startswith("error: Unknown preset 'no-such-preset'") and "\n" not in err
@@ -161,7 +161,7 @@ def test_unknown_preset_is_one_line_error(tmp_path, capsys):
     (["--json", "/no/such/folder/out.json"], "error: The folder for --json"),
 ])
 def test_bad_arguments_fail_before_loading(argv, expected, tmp_path, capsys):
-    rc = bench.main(["--preset", SMOLLM2, "--cache-dir", str(tmp_path)] + argv)
+    rc = cli.main(["--preset", SMOLLM2, "--cache-dir", str(tmp_path)] + argv)
     assert rc == 1 and capsys.readouterr().err.startswith(expected)
 
 
@@ -250,7 +250,7 @@ class FakeArena:
 def test_sweep_bookkeeping_with_fakes(presets, tmp_path):
     arena = FakeArena(presets)
     calls = []
-    result = bench.run_bench(
+    result = measure.run_bench(
         SMOLLM2, modes=["fair", "race"], assistant_tokens=[1, 3], prompt_lookup=True, repeat=2,
         prompt_classes=["chat", "summarize"], limit_prompts=1, max_new_tokens=12, arena=arena,
         progress=lambda done, total, msg: calls.append((done, total)),
@@ -274,9 +274,9 @@ def test_sweep_bookkeeping_with_fakes(presets, tmp_path):
             assert curve["rate"] == [1.0] * a["assistant_tokens"]
             assert a["classes"]["chat"]["acceptance_by_position"]["reached"][0] == 2 * per_sample
     assert all(c["threads_per_pipeline"] is None for c in result["configs"] if c["mode"] == "fair")
-    assert "speedup" in bench.format_table(result)
-    bench.write_json(result, tmp_path / "r.json")
-    bench.write_plot(result, tmp_path / "r.png")
+    assert "speedup" in report.format_table(result)
+    report.write_json(result, tmp_path / "r.json")
+    plot.write_plot(result, tmp_path / "r.png")
     assert json.loads((tmp_path / "r.json").read_text())["samples"] == result["samples"]
     assert (tmp_path / "r.png").read_bytes().startswith(PNG_MAGIC)
 
@@ -286,14 +286,14 @@ def test_ctrl_c_keeps_what_was_measured(presets, tmp_path):
         if done == 3:  # the warm-up and two samples are in
             raise KeyboardInterrupt
 
-    result = bench.run_bench(SMOLLM2, modes=["fair"], assistant_tokens=[2, 4], repeat=3,
-                             prompt_classes=["code"], max_new_tokens=8, arena=FakeArena(presets),
-                             progress=progress)
+    result = measure.run_bench(SMOLLM2, modes=["fair"], assistant_tokens=[2, 4], repeat=3,
+                               prompt_classes=["code"], max_new_tokens=8, arena=FakeArena(presets),
+                               progress=progress)
     assert result["interrupted"] is True
     assert len(result["samples"]) == 2
     assert result["aggregates"][0]["overall"]["speedup"]["n"] == 2
-    assert "interrupted" in bench.format_table(result)
-    bench.write_plot(result, tmp_path / "partial.png")
+    assert "interrupted" in report.format_table(result)
+    plot.write_plot(result, tmp_path / "partial.png")
     assert (tmp_path / "partial.png").read_bytes().startswith(PNG_MAGIC)
 
 
@@ -304,8 +304,8 @@ def test_stop_event_ends_the_run(presets):
         if done == 2:
             stop.set()
 
-    result = bench.run_bench(SMOLLM2, modes=["race"], repeat=2, prompt_classes=["chat"], limit_prompts=2,
-                             max_new_tokens=8, arena=FakeArena(presets), progress=progress, stop=stop)
+    result = measure.run_bench(SMOLLM2, modes=["race"], repeat=2, prompt_classes=["chat"], limit_prompts=2,
+                               max_new_tokens=8, arena=FakeArena(presets), progress=progress, stop=stop)
     assert result["interrupted"] is True and len(result["samples"]) == 1
     assert presets.get(SMOLLM2).assistant_tokens != CALIBRATED_K
     assert result["samples"][0]["assistant_tokens"] == CALIBRATED_K  # no K given: the arena's default
@@ -315,44 +315,44 @@ def test_interrupted_before_any_sample_still_plots(presets, tmp_path):
     def progress(done, total, msg):
         raise KeyboardInterrupt
 
-    result = bench.run_bench(SMOLLM2, arena=FakeArena(presets), progress=progress, repeat=1)
+    result = measure.run_bench(SMOLLM2, arena=FakeArena(presets), progress=progress, repeat=1)
     assert result["interrupted"] is True and result["samples"] == [] and result["aggregates"] == []
-    assert "(no samples)" in bench.format_table(result)
-    bench.write_plot(result, tmp_path / "empty.png")
+    assert "(no samples)" in report.format_table(result)
+    plot.write_plot(result, tmp_path / "empty.png")
     assert (tmp_path / "empty.png").read_bytes().startswith(PNG_MAGIC)
 
 
 def test_a_failing_configuration_keeps_the_others(presets):
-    result = bench.run_bench(SMOLLM2, modes=["fair"], assistant_tokens=[2], prompt_lookup=True,
-                             repeat=1, limit_prompts=1, max_new_tokens=8,
-                             arena=FakeArena(presets, broken=("prompt_lookup",)))
+    result = measure.run_bench(SMOLLM2, modes=["fair"], assistant_tokens=[2], prompt_lookup=True,
+                               repeat=1, limit_prompts=1, max_new_tokens=8,
+                               arena=FakeArena(presets, broken=("prompt_lookup",)))
     assert {s["method"] for s in result["samples"]} == {"draft"} and len(result["samples"]) == 3
     assert [(e["method"], e["stage"]) for e in result["errors"]] == [("prompt_lookup", "load")]
-    assert "failed: preset fair prompt_lookup K=2 (load)" in bench.format_table(result)
+    assert "failed: preset fair prompt_lookup K=2 (load)" in report.format_table(result)
 
 
 def test_nothing_measured_is_a_demo_error(presets):
     with pytest.raises(DemoError, match="could not load"):
-        bench.run_bench(SMOLLM2, modes=["race"], repeat=1, limit_prompts=1, max_new_tokens=8,
-                        arena=FakeArena(presets, broken=("draft",)))
+        measure.run_bench(SMOLLM2, modes=["race"], repeat=1, limit_prompts=1, max_new_tokens=8,
+                          arena=FakeArena(presets, broken=("draft",)))
     with pytest.raises(DemoError, match="speculative pipeline failed during the warm-up run: RuntimeError: out of memory"):
-        bench.run_bench(SMOLLM2, modes=["race"], repeat=1, limit_prompts=1, max_new_tokens=8,
-                        arena=FakeArena(presets, failing=("draft",)))
+        measure.run_bench(SMOLLM2, modes=["race"], repeat=1, limit_prompts=1, max_new_tokens=8,
+                          arena=FakeArena(presets, failing=("draft",)))
 
 
 def test_a_format_sweep_plots_one_line_per_pair(presets, tmp_path, monkeypatch):
     """With several weight-format pairs the left panel shows tok/s per pair over K (and
     each main format alone), not one zig-zag line of speedups across pairs."""
-    result = bench.run_bench(SMOLLM2, modes=["fair"], assistant_tokens=[1, 3], repeat=1, prompt_classes=["chat"],
-                             limit_prompts=1, max_new_tokens=12, arena=FakeArena(presets),
-                             formats=[("int8", "gguf"), ("f16", "int8")])
+    result = measure.run_bench(SMOLLM2, modes=["fair"], assistant_tokens=[1, 3], repeat=1, prompt_classes=["chat"],
+                               limit_prompts=1, max_new_tokens=12, arena=FakeArena(presets),
+                               formats=[("int8", "gguf"), ("f16", "int8")])
     assert {a["weights"] for a in result["aggregates"]} == {"int8/gguf", "f16/int8"}
     drawn = []
-    monkeypatch.setattr(bench, "_plot_formats", lambda ax, aggs, weights, modes: drawn.append(weights))
-    bench.write_plot(result, tmp_path / "formats.png")
+    monkeypatch.setattr(plot, "_plot_formats", lambda ax, aggs, weights, modes: drawn.append(weights))
+    plot.write_plot(result, tmp_path / "formats.png")
     assert drawn == [["int8/gguf", "f16/int8"]]
     monkeypatch.undo()
-    bench.write_plot(result, tmp_path / "formats.png")
+    plot.write_plot(result, tmp_path / "formats.png")
     assert (tmp_path / "formats.png").read_bytes().startswith(PNG_MAGIC)
 
 
@@ -375,11 +375,63 @@ def test_the_json_names_no_model_path_of_this_machine(presets, tmp_path):
     secret = "/home/operator/secret-models/main-ir"
     local = presets.presets[SMOLLM2].model_copy(update={"main": LocalSource(source="local", path=secret)})
     with_local = presets.model_copy(update={"presets": {**presets.presets, SMOLLM2: local}})
-    result = bench.run_bench(SMOLLM2, modes=["fair"], assistant_tokens=[2], repeat=1, prompt_classes=["code"],
-                             limit_prompts=1, max_new_tokens=8, arena=FakeArena(with_local))
-    bench.write_json(result, tmp_path / "r.json")
+    result = measure.run_bench(SMOLLM2, modes=["fair"], assistant_tokens=[2], repeat=1, prompt_classes=["code"],
+                               limit_prompts=1, max_new_tokens=8, arena=FakeArena(with_local))
+    report.write_json(result, tmp_path / "r.json")
     text = (tmp_path / "r.json").read_text()
     assert "/fake/" not in text and "secret-models" not in text
     paths = [s for s in _strings(json.loads(text)) if s.startswith("/") or s.startswith("~")]
     assert paths == []
     assert result["preset"]["main"]["path"] == "main-ir" and result["preset"]["main_folder"] == "main"
+
+
+# -- the typed JSON form (demo.bench.result) --------------------------------------------------
+
+def test_a_fresh_result_is_exactly_the_documented_form(bench_run, presets, tmp_path):
+    """Every key run_bench writes is in the model (extra="forbid") and reads back unchanged,
+    for a real run, a run with a failed configuration and one stopped early."""
+    from demo.bench.result import load_result
+
+    written = json.loads(bench_run.json_path.read_text())
+    assert load_result(bench_run.json_path).to_dict() == written
+    failed = measure.run_bench(SMOLLM2, modes=["fair"], assistant_tokens=[2], prompt_lookup=True, repeat=1,
+                               limit_prompts=1, max_new_tokens=8, arena=FakeArena(presets, broken=("prompt_lookup",)))
+    stop = threading.Event()
+    stop.set()
+    stopped = measure.run_bench(SMOLLM2, modes=["race"], repeat=1, limit_prompts=1, max_new_tokens=8,
+                                arena=FakeArena(presets), stop=stop)
+    for result in (failed, stopped):
+        report.write_json(result, tmp_path / "r.json")
+        assert load_result(tmp_path / "r.json").to_dict() == json.loads((tmp_path / "r.json").read_text())
+    assert failed["errors"] and stopped["interrupted"]
+
+
+def test_every_bench_result_in_the_repository_still_loads():
+    """bench-results/ keeps the JSON behind BENCHMARKS.md: each reads back as it was written,
+    with the old mode name "sequential" read as fair."""
+    from demo.bench.result import load_result
+
+    files = [p for p in sorted((Path(__file__).resolve().parent.parent / "bench-results").glob("*.json"))
+             if "bench_version" in json.loads(p.read_text())]
+    assert files
+    old_name = 0
+    for path in files:
+        raw = json.loads(path.read_text())
+        loaded = load_result(path)
+        assert {s.mode for s in loaded.samples} <= {"fair", "race"}
+        old_name += sum(s["mode"] == "sequential" for s in raw["samples"])
+        renamed = json.loads(path.read_text().replace('"mode": "sequential"', '"mode": "fair"'))
+        assert loaded.to_dict() == renamed, path.name
+    assert old_name > 0  # the alias is exercised, not just allowed
+
+
+def test_a_file_that_is_not_a_bench_result_is_one_sentence(tmp_path):
+    from demo.bench.result import load_result
+
+    calibration = Path(__file__).resolve().parent.parent / "bench-results" / "calibration-qwen.json"
+    broken = tmp_path / "broken.json"
+    broken.write_text("{not json")
+    for path in (calibration, broken, tmp_path / "missing.json"):
+        with pytest.raises(DemoError, match=rf"^{re.escape(path.name)} is not a benchmark result.*python -m demo.bench --json") as e:
+            load_result(path)
+        assert str(tmp_path) not in str(e.value) and "Error" not in str(e.value)

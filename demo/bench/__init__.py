@@ -1,5 +1,11 @@
 """The benchmark: configurations × prompts × repeats, paired speedups (python -m demo.bench).
 
-  benchmark.py  run_bench, the table, JSON and plot, and the command line (__main__.py runs it)
+  plan.py       what is measured: modes, methods, Config, the command line's lists (parse_ints)
+  measure.py    run_bench: warm-up, every prompt × repeat, one sample per repeat (the JSON's dict)
+  report.py     aggregates per configuration, class and prompt; the text table; write_json
+  plot.py       write_plot: speedup vs K (or formats × K), tok/s per mode, acceptance by position
   curves.py     the acceptance curve by position per sample, pooled per configuration, plotted
+  result.py     the JSON form, typed (BenchResult); load_result reads old files too
+  cli.py        the command line (__main__.py runs it)
+  benchmark.py  the public names above in one module, for the page (`bench.run_bench`, …)
 """

@@ -1,8 +1,8 @@
-"""`python -m demo.bench`: the benchmark's command line (demo.bench.benchmark.main)."""
+"""`python -m demo.bench`: the benchmark's command line (demo.bench.cli.main)."""
 
 import sys
 
-from .benchmark import main
+from .cli import main
 
 if __name__ == "__main__":
     sys.exit(main())

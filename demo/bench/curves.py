@@ -1,6 +1,6 @@
 """The acceptance curve by position in the benchmark (demo.core.acceptance): per sample in
 the JSON, pooled per configuration and prompt class (counts added, not rates averaged), and
-as the plot's third panel. Kept apart from demo.bench.benchmark, which is long enough."""
+as the plot's third panel. Kept apart from measure.py and plot.py, which draw on it."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ def _pooled(samples: list) -> Optional[dict]:
 
 
 def add_curves(aggregates: list, samples: list) -> list:
-    """Each aggregate (demo.bench.benchmark.aggregate) with its pooled curve, overall and per class."""
+    """Each aggregate (demo.bench.report.aggregate) with its pooled curve, overall and per class."""
     for agg in aggregates:
         mine = [s for s in samples if (s.get("weights", "preset"), s["mode"], s["method"], s["assistant_tokens"])
                 == (agg["weights"], agg["mode"], agg["method"], agg["assistant_tokens"])]

@@ -1,0 +1,294 @@
+"""The measurement: every configuration warmed up once, then every prompt × repeat, both
+sides per repeat (alone in turn for fair, at once for race), one sample each (run_bench).
+
+The result is the dict `--json` writes; demo.bench.report aggregates and prints it,
+demo.bench.plot draws it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Callable, Optional, Sequence
+
+from ..core.bench_prompts import BenchPrompt, select
+from ..core.errors import DemoError
+from ..core.machine import machine_info, versions
+from ..core.metrics import compare
+from ..core.settings import GenerationSettings, PipelineOptions, cpu_cores, race_threads
+from ..core.streaming import BASELINE, SPECULATIVE
+from .curves import add_curves, sample_curve
+from .plan import METHOD_LABELS, MODES, Config, normalize_modes, weights_label
+from .report import aggregate
+
+# progress(done, total, message): `done` of `total` runs (warm-ups included) are finished.
+Progress = Callable[[int, int, str], None]
+
+
+def _no_progress(done: int, total: int, message: str) -> None:
+    pass
+
+
+class _Stopped(Exception):
+    """The caller's stop event was set."""
+
+
+def run_bench(
+    preset: Optional[str] = None,
+    *,
+    modes: Sequence[str] = MODES,
+    assistant_tokens: Optional[Sequence[int]] = None,
+    prompt_lookup: bool = False,
+    repeat: int = 3,
+    prompt_classes: Optional[Sequence[str]] = None,
+    max_new_tokens: int = 128,
+    limit_prompts: Optional[int] = None,
+    exact: bool = False,
+    cache_dir: Optional[Path] = None,
+    models: Optional[Path] = None,
+    prompts: Optional[Sequence[BenchPrompt]] = None,
+    arena=None,
+    progress: Progress = _no_progress,
+    stop: Optional[threading.Event] = None,
+    race_thread_count: Optional[int] = None,
+    formats: Optional[Sequence[tuple]] = None,
+) -> dict:
+    """Measure and return the result dict (what --json writes).
+
+    `assistant_tokens` defaults to the preset's K; `prompts` overrides the built-in set
+    (then `prompt_classes` and `limit_prompts` are ignored); `arena` reuses an engine
+    (and its loaded pipelines), else one is made from `models` and `cache_dir` that keeps
+    only one pipeline pair loaded at a time. Setting `stop`, or Ctrl-C, ends the
+    measurement early: the result then holds what was measured and "interrupted": True.
+    """
+    from ..engine.arena import how_it_ran, threads_for
+
+    started = time.time()
+    modes = normalize_modes(modes)
+    if repeat < 1:
+        raise DemoError("Repeat each prompt at least once (--repeat 1 or more).")
+    chosen = list(prompts) if prompts is not None else select(prompt_classes, limit_prompts)
+    if not chosen:
+        raise DemoError("No prompts to run; choose at least one prompt class.")
+    if arena is None:
+        arena = _make_arena(models, cache_dir)
+    preset_obj = arena.presets.get(preset)
+    ks = list(dict.fromkeys(assistant_tokens or [arena.default_assistant_tokens(preset_obj.name)]))
+    for k in ks:
+        GenerationSettings(max_new_tokens=max_new_tokens, assistant_tokens=k).validated()
+    methods = (["draft"] if preset_obj.draft is not None else []) + (["prompt_lookup"] if prompt_lookup else [])
+    if not methods:
+        raise DemoError(f"Preset {preset_obj.name!r} has no draft model; add --prompt-lookup to measure prompt lookup.")
+    format_pairs = list(dict.fromkeys(formats or [(None, None)]))
+    configs = [Config(m, meth, k, weights_label(f)) for f in format_pairs for m in modes for meth in methods
+               for k in ks]
+    per_config = 1 + len(chosen) * repeat  # one warm-up, then every prompt × repeat
+    total = len(configs) * per_config
+    stop = stop or threading.Event()
+
+    result: dict = {
+        "bench_version": 1,
+        "started_at": _iso(started),
+        "machine": machine_info(),
+        "versions": versions(),
+        "preset": {
+            "name": preset_obj.name,
+            "description": preset_obj.description,
+            "main": _without_paths(preset_obj.main.model_dump()),
+            "draft": _without_paths(preset_obj.draft.model_dump()) if preset_obj.draft is not None else None,
+            "assistant_tokens": preset_obj.assistant_tokens,
+        },
+        "settings": {
+            "modes": list(modes),
+            "methods": methods,
+            "assistant_tokens": ks,
+            "weights": [weights_label(f) for f in format_pairs],
+            "repeat": repeat,
+            "max_new_tokens": max_new_tokens,
+            "prompt_classes": list(dict.fromkeys(p.cls for p in chosen)),
+            "limit_prompts": limit_prompts,
+            "exact": exact,
+            "greedy": True,
+            "max_ngram_size": GenerationSettings().max_ngram_size,
+            "race_threads_per_pipeline": race_thread_count if race_thread_count is not None else race_threads(),
+            "cores": cpu_cores(),
+            "warmup_runs_per_config": 1,
+            "std": "sample standard deviation (n-1); 0 for a single sample",
+        },
+        "prompts": [{"id": p.id, "class": p.cls, "text": p.text} for p in chosen],
+        "configs": [],
+        "samples": [],
+        "errors": [],
+        "aggregates": [],
+        "interrupted": False,
+    }
+    done = 0
+
+    def report(message: str) -> None:
+        progress(done, total, message)
+    from ..core.memory import rss_bytes
+
+    result["weights"] = {}
+    try:
+        for fmt in format_pairs:
+            weights = weights_label(fmt)
+            report(f"preparing models ({weights})")
+            pair = arena.prepare(preset_obj.name, lambda m: report(f"preparing: {m}"), stop,
+                                 main_format=fmt[0], draft_format=fmt[1])
+            # The prepared folders by name only: the JSON is handed to visitors (the Benchmark tab).
+            folders = {"main_folder": pair.main.name, "draft_folder": pair.draft.name if pair.draft is not None else None}
+            result["preset"].update(folders)
+            result["weights"][weights] = {"main_format": pair.main_format, "draft_format": pair.draft_format, **folders}
+            for mode in modes:
+                for method in methods:
+                    runners = None  # let the cache drop the previous pair before loading the next
+                    options = PipelineOptions(exact=exact)
+                    request = _request(preset_obj.name, mode, method, ks[0], max_new_tokens, options, race_thread_count,
+                                       fmt)
+                    try:
+                        runners = arena.runners(request, lambda m: report(f"{weights} {mode} {METHOD_LABELS[method]}: {m}"))
+                    except DemoError as e:
+                        # Keep what other configurations measured; fail only if nothing ran (below).
+                        for k in ks:
+                            result["errors"].append({**Config(mode, method, k, weights).as_dict(), "stage": "load",
+                                                     "errors": {"pipelines": str(e)}})
+                        done += per_config * len(ks)
+                        report(f"{mode} {METHOD_LABELS[method]}: failed to load")
+                        continue
+                    threads = threads_for(request)
+                    loaded_rss = rss_bytes()  # the process with this pair loaded (and nothing else)
+                    for k in ks:
+                        config = Config(mode, method, k, weights)
+                        settings = GenerationSettings(max_new_tokens=max_new_tokens, method=method,
+                                                      assistant_tokens=k).validated()
+                        result["configs"].append({
+                            **config.as_dict(),
+                            "rss_loaded_bytes": loaded_rss,
+                            "threads_per_pipeline": threads,
+                            "how": how_it_ran("race" if mode == "race" else "fair", options, method, threads,
+                                              arena.loads_in_turn(request)),
+                        })
+                        report(f"{config.label()}: warm-up")
+                        warm = _measure(runners, mode, chosen[0].text, settings, stop)
+                        done += 1
+                        failed = {s: r.error for s, r in warm.items() if r.error}
+                        if failed:
+                            result["errors"].append({**config.as_dict(), "stage": "warm-up", "errors": failed})
+                            done += per_config - 1  # skip this configuration, keep the others
+                            report(f"{config.label()}: failed")
+                            continue
+                        for prompt in chosen:
+                            for r in range(repeat):
+                                report(f"{config.label()}: {prompt.id} #{r + 1}")
+                                runs = _measure(runners, mode, prompt.text, settings, stop)
+                                result["samples"].append(_sample(config, prompt, r, runs))
+                                done += 1
+                        report(f"{config.label()}: done")
+    except (KeyboardInterrupt, _Stopped):
+        result["interrupted"] = True
+    if result["errors"] and not result["samples"] and not result["interrupted"]:
+        first = result["errors"][0]
+        side, message = next(iter(first["errors"].items()))
+        if first["stage"] == "load":
+            raise DemoError(message)
+        raise DemoError(f"The {side} pipeline failed during the warm-up run: {message.rstrip('.')}.")
+    finished = time.time()
+    result["finished_at"] = _iso(finished)
+    result["duration_s"] = round(finished - started, 3)
+    result["aggregates"] = add_curves(aggregate(result["samples"]), result["samples"])
+    return result
+
+
+def _make_arena(models: Optional[Path], cache_dir: Optional[Path]):
+    from ..engine.arena import Arena
+    from ..engine.pipelines import PipelineCache
+    from ..models.presets import load_presets
+    from ..models.sources import ModelStore
+
+    # One pair in memory at a time: the bench loads each (mode, method) once, in order.
+    return Arena(load_presets(models), ModelStore(cache_dir), PipelineCache(max_pairs=1))
+
+
+def _request(preset: str, mode: str, method: str, k: int, max_new_tokens: int, options: PipelineOptions,
+             race_thread_count: Optional[int] = None, formats: tuple = (None, None)):
+    from ..engine.arena import RaceRequest
+
+    settings = GenerationSettings(max_new_tokens=max_new_tokens, method=method, assistant_tokens=k)
+    return RaceRequest(prompt="", preset=preset, settings=settings, options=options,
+                       mode="race" if mode == "race" else "fair", race_threads=race_thread_count,
+                       main_format=formats[0], draft_format=formats[1])
+
+
+def _measure(runners: dict, mode: str, prompt: str, settings: GenerationSettings,
+             stop: threading.Event) -> dict:
+    """Run both sides once (alone one after the other, or at once); return side → RunResult."""
+    from ..core.streaming import DoneEvent
+    from ..engine.race import fair, race
+
+    if stop.is_set():
+        raise _Stopped
+    # A fresh event per run: race() sets its stop event when it ends, so the caller's event
+    # cannot be handed to it directly; it is relayed at every streamed chunk instead.
+    run_stop = threading.Event()
+    stream = race if mode == "race" else fair
+    results: dict = {}
+    for event in stream(runners, prompt, settings, run_stop):
+        if stop.is_set():
+            run_stop.set()
+        if isinstance(event, DoneEvent):
+            results[event.side] = event.result
+    if stop.is_set():
+        raise _Stopped  # a run cut short is not a sample
+    return results
+
+
+def _side(result, st) -> dict:
+    return {
+        "tokens": st.tokens,
+        "elapsed_s": st.elapsed_s,
+        "tokens_per_s": st.tokens_per_s,
+        "ttft_s": st.ttft_s,
+        "tpot_ms": st.tpot_ms,
+        "steps": st.steps,
+        "tokens_per_step": st.tokens_per_step,
+        "ov_generated_tokens": result.ov_generated_tokens,
+        "ov_ttft_ms": result.ov_ttft_ms,
+        "ov_tpot_ms": result.ov_tpot_ms,
+        "error": result.error,
+    }
+
+
+def _sample(config: Config, prompt: BenchPrompt, repeat: int, runs: dict) -> dict:
+    base, spec = runs[BASELINE], runs[SPECULATIVE]
+    c = compare(base, spec)
+    b, s = _side(base, c.baseline), _side(spec, c.speculative)
+    s["accepted"] = spec.ov_accepted_tokens   # OpenVINO's counts (None where it reports none)
+    s["drafted"] = spec.ov_draft_tokens
+    s["accepted_in_steps"] = c.speculative.accepted     # counted from the chunks: step size - 1
+    s["acceptance_by_position"] = sample_curve(spec, config.assistant_tokens)  # demo.core.acceptance
+    return {
+        **config.as_dict(),
+        "prompt_id": prompt.id,
+        "class": prompt.cls,
+        "repeat": repeat,
+        BASELINE: b,
+        SPECULATIVE: s,
+        "acceptance_rate": c.acceptance_rate,
+        "speedup": c.speedup,  # paired: both sides of this repeat
+        "verdict": "failed" if c.failed else c.verdict,
+    }
+
+
+def _iso(t: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(t))
+
+
+def _without_paths(model: dict) -> dict:
+    """A preset's model as models.yaml says it, with a file or folder on this machine by name only."""
+    out = dict(model)
+    for key in ("path", "repo"):
+        value = out.get(key)
+        if isinstance(value, str) and (key == "path" or Path(value).is_absolute()):
+            out[key] = Path(value).name
+    return out
