@@ -13,7 +13,8 @@ from demo.core.bench_prompts import PROMPTS
 from demo.core.machine import fingerprint
 from demo.core.settings import GenerationSettings, PipelineOptions
 from demo.engine import steps
-from demo.engine.pipelines import PipelineCache, template
+from demo.engine.openvino_runner import template
+from demo.engine.pipelines import PipelineCache
 from demo.models.presets import load_presets
 from demo.models.sources import ModelStore
 
