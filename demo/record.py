@@ -43,7 +43,7 @@ def _record(args) -> int:
     from .core.streaming import DoneEvent, StatusEvent
     from .engine import three_way
     from .engine.arena import Arena, RaceRequest
-    from .records import outcomes, recording
+    from .records import outcomes, playback, recording
 
     if args.out.suffix != ".json":
         raise DemoError(f"{args.out} does not end in .json; name the recording e.g. recordings/my-race.json.")
@@ -78,7 +78,7 @@ def _record(args) -> int:
         raise DemoError(outcome.warning or "The race could not be recorded.")
     path = recording.save(outcome.recording, args.out)
     rec = outcome.recording
-    print(f"recorded {recording.title(rec)} on {recording.machine_label(rec)} -> {path}")
+    print(f"recorded {playback.title(rec)} on {playback.machine_label(rec)} -> {path}")
     return 0
 
 

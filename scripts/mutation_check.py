@@ -98,7 +98,7 @@ MUTATIONS = [
     Mutation(
         "pipelines: the streamer never cancels generate()",
         "Stop reaches the runner, but OpenVINO generates to the end",
-        "demo/engine/pipelines.py",
+        "demo/engine/openvino_runner.py",
         "                if not keep_going:\n                    result.cancelled = True\n"
         "                    return ov.StreamingStatus.CANCEL",
         "                if not keep_going:\n                    result.cancelled = True\n"

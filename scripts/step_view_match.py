@@ -23,9 +23,11 @@ from demo.core.bench_prompts import PROMPTS  # noqa: E402
 from demo.core.machine import fingerprint  # noqa: E402
 from demo.core.settings import GenerationSettings, PipelineOptions  # noqa: E402
 from demo.engine import steps  # noqa: E402
-from demo.engine.pipelines import PipelineCache, template  # noqa: E402
+from demo.engine.openvino_runner import template  # noqa: E402
+from demo.engine.pipelines import PipelineCache  # noqa: E402
 from demo.models.presets import load_presets  # noqa: E402
 from demo.models.sources import ModelStore  # noqa: E402
+
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])

@@ -124,7 +124,7 @@ def engine_runs():
     import time
     from types import SimpleNamespace
 
-    from demo.engine.pipelines import OpenVINORunner
+    from demo.engine.openvino_runner import OpenVINORunner
 
     runs: list = []
     real_run = OpenVINORunner.run

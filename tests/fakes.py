@@ -1,4 +1,4 @@
-"""Test doubles with the same interface as demo.engine.pipelines.OpenVINORunner.
+"""Test doubles with the same interface as demo.engine.openvino_runner.OpenVINORunner.
 
 FakeRunner replays canned chunks, so merging, stopping and replay logic can be tested fast
 and deterministically without OpenVINO. Its pace is set by `step(i)`, called before chunk

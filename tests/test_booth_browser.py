@@ -276,7 +276,7 @@ def test_bad_recordings_get_one_sentence_and_never_break_the_page(page, tmp_path
         assert "<img" not in message and "onerror" not in message, f"{name}: the file's content was echoed"
     assert page.dialogs == [], f"a recording's content ran: {page.dialogs}"
     # The page still works: a good recording (the menu's first) replays after all of that.
-    from demo.records.recording import shipped
+    from demo.records.playback import shipped
 
     first = next(iter(shipped().values()))
     page.click("#replay-run")

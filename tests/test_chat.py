@@ -12,7 +12,7 @@ from demo.core.settings import GenerationSettings, PipelineOptions
 from demo.core.streaming import BASELINE, SIDES, SPECULATIVE, Chunk, ChunkEvent, DoneEvent, RunResult
 from demo.engine import chat
 from demo.engine.arena import Arena, RaceRequest
-from demo.engine.pipelines import plain_transcript
+from demo.engine.openvino_runner import plain_transcript
 
 from .conftest import SMOLLM2
 from .fakes import FakeRunner

@@ -220,7 +220,8 @@ def test_speculative_pipeline_without_k_still_drafts(cache, smollm2_ir):
 def test_prompt_plus_new_tokens_must_fit_the_models_context(presets, tmp_path):
     """A GGUF model's context length is kept at prepare time (the IR does not carry it);
     SmolLM2-135M-Instruct's model card gives 8192 tokens."""
-    from demo.engine.pipelines import check_fits, max_context
+    from demo.engine.openvino_runner import check_fits
+    from demo.engine.pipelines import max_context
     from demo.models.sources import ModelStore
 
     folder = ModelStore(tmp_path).prepare(presets.get("smollm2-self-draft").main).path
@@ -236,7 +237,7 @@ def live_runners() -> list:
     side whose pipeline was really freed is not among them."""
     import gc
 
-    from demo.engine.pipelines import OpenVINORunner
+    from demo.engine.openvino_runner import OpenVINORunner
 
     gc.collect()
     return [o for o in gc.get_objects() if isinstance(o, OpenVINORunner)]

@@ -16,7 +16,8 @@ from demo.core.errors import DemoError
 from demo.core.settings import PipelineOptions
 from demo.core.streaming import BASELINE, SPECULATIVE
 from demo.engine import pipelines
-from demo.engine.pipelines import OpenVINORunner, PipelineCache, kv_pool_bytes
+from demo.engine.openvino_runner import OpenVINORunner
+from demo.engine.pipelines import PipelineCache, kv_pool_bytes
 from demo.serve.worker import SideCache, side_key
 
 GIB = 1 << 30

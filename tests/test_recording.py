@@ -16,7 +16,7 @@ from demo.core.streaming import BASELINE, SPECULATIVE, Chunk, ChunkEvent, DoneEv
 from demo.engine import three_way
 from demo.engine.arena import Arena, RaceRequest
 from demo.engine.race import one_by_one, race
-from demo.records import recording
+from demo.records import playback, recording
 from demo.records.recording import RecordingError
 
 from .fakes import FakeRunner
@@ -47,7 +47,7 @@ def test_a_recording_round_trips_every_step(tmp_path):
     results = finished_race()
     rec = make(results)
     path = recording.save(rec, tmp_path / "r.json")
-    back = recording.to_results(recording.load(path))
+    back = playback.to_results(recording.load(path))
     for side, r in results.items():
         got = back[side]
         assert [c.token_ids for c in got.chunks] == [c.token_ids for c in r.chunks]
@@ -80,7 +80,7 @@ def test_a_recording_holds_the_acceptance_curve_and_old_ones_load_without_it(tmp
 
 def test_replay_summary_comes_from_the_recorded_numbers():
     results = finished_race()
-    summary = recording.summarize(make(results))
+    summary = playback.summarize(make(results))
     b, s = results[BASELINE], results[SPECULATIVE]
     expected = (len(s.token_ids) / (s.end - s.start)) / (len(b.token_ids) / (b.end - b.start))
     assert summary.speedup == pytest.approx(expected, rel=1e-4)
@@ -88,7 +88,7 @@ def test_replay_summary_comes_from_the_recorded_numbers():
 
 
 def test_a_shipped_recording_is_valid_and_consistent():
-    shipped = recording.shipped()
+    shipped = playback.shipped()
     assert len(shipped) >= 3 and {r.kind for r in shipped.values()} == {"race", "three-way"}
     for rec in shipped.values():
         assert rec.lanes[0].name == "baseline"

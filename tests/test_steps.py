@@ -8,7 +8,8 @@ import pytest
 from demo.core.settings import GenerationSettings, PipelineOptions
 from demo.core.streaming import SPECULATIVE
 from demo.engine import steps
-from demo.engine.pipelines import PipelineCache, template
+from demo.engine.openvino_runner import template
+from demo.engine.pipelines import PipelineCache
 from tests.conftest import SMOLLM2
 
 PROMPTS = ("Write a Python function that reverses a string.", "Explain what a hash table is in two sentences.")

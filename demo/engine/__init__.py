@@ -6,7 +6,8 @@ StatusEvent, Summary), race's events and three_way; the rest is the engine's own
   backend.py     Backend: what the page and app.py use of an arena (Arena, serve's RemoteArena)
   arena.py       the front door: presets + prepared models + pipelines + race, and the
                  Calibrator protocol the app's launch calibration implements
-  pipelines.py   OpenVINO GenAI pipelines, streaming, warm-up, the byte-budgeted cache
+  pipelines.py   OpenVINO GenAI pipelines: built, warmed up, kept in the byte-budgeted cache
+  openvino_runner.py  one pipeline as a race's runner: template, prompt checks, streaming
   race.py        race / fair / one-by-one / replay over any runner (pure logic)
   admission.py   the one admission point: one heavy job at a time, in order
   waiting.py     status streams a cancel still reaches while a job waits in line

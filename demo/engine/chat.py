@@ -1,7 +1,7 @@
 """The chat race: a conversation in which every turn is a race.
 
 Both sides get the same user turns; each keeps its own answers, so each side's prompt is
-its own history, chat-templated as the race templates a prompt (pipelines.template), plus
+its own history, chat-templated as the race templates a prompt (openvino_runner.template), plus
 the new message. A turn runs through the Arena's front door like a race (its preparing, its
 one admission slot, its pipelines, race.race), so Stop, the queue and the limits are the race's.
 

@@ -224,7 +224,7 @@ def for_race(arena, request, result, stop: threading.Event,
     import openvino_genai
 
     from .arena import validate_prompt
-    from .pipelines import template
+    from .openvino_runner import template
 
     pair = arena.prepared(request)
     if pair is None or pair.draft is None:

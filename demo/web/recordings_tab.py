@@ -18,7 +18,7 @@ import threading
 
 import gradio as gr
 
-from ..records import recording
+from ..records import playback, recording
 from ..records.recording import RecordingError
 from . import render, step_view
 from .lanes import TITLES, LanePanels, LanesView, replay_into
@@ -43,16 +43,16 @@ def label_html(rec: recording.Recording) -> str:
         what = f"{rec.mode} mode, {method}, {k}"
     formats = ", ".join(f"{role} {fmt}" for role, fmt in (("main", rec.main_format), ("draft", rec.draft_format)) if fmt)
     details = f"{rec.preset} · {what}" + (f" · weights: {formats}" if formats else "")
-    return (f'<div class="recorded-label" data-machine="{esc(recording.machine_label(rec))}" '
-            f'data-date="{esc(recording.date_label(rec))}">'
-            f"▶ <b>Recorded on {esc(recording.machine_label(rec))}, {esc(recording.date_label(rec))}</b>: "
+    return (f'<div class="recorded-label" data-machine="{esc(playback.machine_label(rec))}" '
+            f'data-date="{esc(playback.date_label(rec))}">'
+            f"▶ <b>Recorded on {esc(playback.machine_label(rec))}, {esc(playback.date_label(rec))}</b>: "
             f"a replay at the pace it had then, not a live race. {esc(details)}"
             f'<br><span class="prompt">Prompt: {esc(rec.prompt)}</span></div>')
 
 
 def build(booth) -> None:
-    shipped = recording.shipped(booth.recordings_dir)
-    choices = [(f"{recording.title(rec)} — {recording.machine_label(rec)}, {recording.date_label(rec)}", name)
+    shipped = playback.shipped(booth.recordings_dir)
+    choices = [(f"{playback.title(rec)} — {playback.machine_label(rec)}, {playback.date_label(rec)}", name)
                for name, rec in shipped.items()]
     gr.Markdown(
         "Replay a race recorded earlier, at the pace it really had: one that comes with the demo, or a "
@@ -71,7 +71,7 @@ def build(booth) -> None:
     outputs = panels.components() + [label]
 
     def replay(rec: recording.Recording):
-        results = recording.to_results(rec)
+        results = playback.to_results(rec)
         lanes = [lane.name for lane in rec.lanes]
         view = LanesView(panels, lanes, placeholder="")
         view.extra = {label: label_html(rec)}
@@ -82,7 +82,7 @@ def build(booth) -> None:
             yield from replay_into(view, results, stop_flag, "▶ replaying a recorded race at its recorded pace")
             if stop_flag.is_set():
                 return
-            summary = recording.summarize(rec)
+            summary = playback.summarize(rec)
             if rec.kind == "three-way":
                 from .three_way_tab import summary_html
 
