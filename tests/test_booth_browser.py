@@ -246,9 +246,10 @@ def _bad_files(tmp: Path) -> list:
     out.append(("extra-field.json", "This recording does not match the recording format"))
     (tmp / "not-a-recording.json").write_text(json.dumps({"hello": "world"}))
     out.append(("not-a-recording.json", "This file is not a speculative-arena recording"))
-    with open(tmp / "huge.json", "wb") as f:
-        f.write(b"[" + b"0," * (25 * 1024 * 1024) + b"0]")  # 50 MB
-    out.append(("huge.json", "recordings up to 1.1 MB can be replayed"))
+    from demo.records.recording import MAX_BYTES
+
+    (tmp / "over-the-cap.json").write_bytes(b"[" + b"0," * (MAX_BYTES // 2) + b"0]")  # just over, under the upload cap
+    out.append(("over-the-cap.json", "recordings up to 1.1 MB can be replayed"))
     # Issue 21: 3,900 quote characters in a one-token step (7.7 MB of HTML per render at 480 steps).
     long_step = json.loads(text)
     long_step["lanes"][0]["steps"][0]["text"] = '"' * 3_900
@@ -269,6 +270,10 @@ def upload_and_read_refusal(page, path: Path, expected: str) -> str:
 
 def test_bad_recordings_get_one_sentence_and_never_break_the_page(page, tmp_path):
     open_tab(page, "Recorded races")
+    # 50 MB: refused in the browser by the upload cap (Gradio's own words), never sent to the disk.
+    with open(tmp_path / "huge.json", "wb") as f:
+        f.write(b"[" + b"0," * (25 * 1024 * 1024) + b"0]")
+    upload_and_read_refusal(page, tmp_path / "huge.json", "exceed the maximum allowed size")
     for name, expected in _bad_files(tmp_path):
         message = upload_and_read_refusal(page, tmp_path / name, expected)
         assert "Traceback" not in message, (name, message)

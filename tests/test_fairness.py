@@ -15,7 +15,7 @@ from demo.core import placement
 from demo.core.errors import DemoError
 from demo.core.settings import GenerationSettings, PipelineOptions
 from demo.core.streaming import BASELINE, SIDES, SPECULATIVE
-from demo.engine import arena as arena_module, pipelines
+from demo.engine import arena as arena_module, pipelines, request as request_module
 from demo.engine.arena import RaceRequest, how_it_ran, threads_for
 from demo.engine.pipelines import PairKey, PipelineCache
 
@@ -55,7 +55,8 @@ class ConstructorSpy:
 
 def load(monkeypatch, main_device="CPU", draft_device="CPU", exact=False, cores=4, method="draft"):
     """What a race request's constructors get, through the arena's own thread split."""
-    monkeypatch.setattr(arena_module, "cpu_cores", lambda: cores)
+    for module in (arena_module, request_module):  # the split, and the retry after a crash
+        monkeypatch.setattr(module, "cpu_cores", lambda: cores)
     options = PipelineOptions(main_device=main_device, draft_device=draft_device, exact=exact)
     request = RaceRequest(prompt="x", options=options, settings=GenerationSettings(method=method))
     key = PairKey("main", "draft" if method == "draft" else None, method, options.with_threads(threads_for(request)))

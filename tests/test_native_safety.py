@@ -18,7 +18,7 @@ from demo.calibrate import calibration
 from demo.core import isolation
 from demo.core.errors import DemoError
 from demo.core.quiet_log import QuietLog
-from demo.engine import arena as arena_module
+from demo.engine import arena as arena_module, request as request_module
 from demo.engine.safety import NativeConfig, NativeGuard, SafetyRecord
 from demo.models import calibration_store
 
@@ -101,7 +101,8 @@ def crash_one_thread(monkeypatch, tmp_path, smollm2_ir):
     log = tmp_path / "crashes.log"
     monkeypatch.setenv("CRASH_ON", f"{smollm2_ir.name}|1")
     monkeypatch.setenv("CRASH_LOG", str(log))
-    monkeypatch.setattr(arena_module, "cpu_cores", lambda: 2)  # the race's even split: 1 thread each
+    for module in (arena_module, request_module):  # the race's even split: 1 thread each
+        monkeypatch.setattr(module, "cpu_cores", lambda: 2)
     return lambda: log.read_text().splitlines() if log.exists() else []
 
 

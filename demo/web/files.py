@@ -23,9 +23,12 @@ from typing import Callable, Optional
 
 from gradio.utils import get_upload_folder
 
-# A recording is at most recording.MAX_BYTES (2 MB today, bounded by its tokens in issue 21);
-# a real one is 3-14 kB. 1 MB leaves room for a long race and none for filling the disk.
-MAX_UPLOAD_BYTES = 1_000_000
+from ..records import recording
+
+# The only upload is a recording: at most recording.MAX_BYTES (~1.1 MB; a real one is 3-14 kB).
+# A little more, so a file just over that limit gets the recording's own sentence; anything
+# bigger is refused by Gradio before it reaches the disk.
+MAX_UPLOAD_BYTES = recording.MAX_BYTES + 64 * 1024
 SWEEP_S = 30.0
 
 
