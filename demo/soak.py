@@ -121,37 +121,42 @@ def one_run(arena: Arena, request: RaceRequest, stop_after_chunks: Optional[int]
 
 def fill_kv_pools(arena: Arena, like: RaceRequest, progress: Callable[[str], None], target_tokens: int = 3800,
                   still_mb: float = 2.0, max_runs: int = 60) -> dict:
-    """Long prompts (~`target_tokens` tokens, each writing that many fresh KV blocks) through the
-    speculative pipeline, in the admission slot, until two in a row add less than `still_mb` of
-    resident memory: its pools are then resident. (The baseline pipeline has no pool: its KV
-    cache is sized per run and reused, so racing it here would only burn a core.)"""
+    """Long prompts (~`target_tokens` tokens, each writing that many fresh KV blocks) through
+    each side's pipeline, in the admission slot, until two in a row add less than `still_mb`
+    of resident memory: its pools are then resident. Both sides: since the fairness fix the
+    baseline runs under the same scheduler config, so it has its own fixed pool too."""
     from dataclasses import replace
 
-    runner = arena.runners(like)[SPECULATIVE]
+    runners = arena.runners(like)
 
     def text(run: int, words: int) -> str:  # fixed-width labels: the same length every run
         return "Repeat the last word of this list: " + " ".join(f"w{run:03d}x{i:04d}" for i in range(words))
 
+    first = runners[SPECULATIVE]
     words = 200
-    words = int(words * target_tokens / runner.count_tokens(runner.template(text(0, words))))
+    words = int(words * target_tokens / first.count_tokens(first.template(text(0, words))))
     settings = replace(like.settings, max_new_tokens=4)
-    t0, start, rss, still, runs = time.perf_counter(), memory.rss_bytes(), memory.rss_bytes(), 0, 0
+    t0, start, runs, settled = time.perf_counter(), memory.rss_bytes(), 0, True
     ticket = arena.admission.enter("filling the KV-cache pools")
     try:
-        while still < 2 and runs < max_runs:
-            result = runner.run(text(runs + 1, words), settings, lambda chunk: True)
-            if result.error:
-                raise DemoError(f"A long warm-up prompt failed ({result.error}); try --no-fill-kv.")
-            runs += 1
-            gc.collect()
-            now = memory.rss_bytes()
-            still = still + 1 if now - rss < still_mb * MB else 0
-            progress(f"filling the KV-cache pools: run {runs}, RSS {now / MB:.0f} MB ({(now - rss) / MB:+.1f} MB)")
-            rss = now
+        for side in (SPECULATIVE, BASELINE):
+            rss, still, side_runs = memory.rss_bytes(), 0, 0
+            while still < 2 and side_runs < max_runs:
+                result = runners[side].run(text(runs + 1, words), settings, lambda chunk: True)
+                if result.error:
+                    raise DemoError(f"A long warm-up prompt failed ({result.error}); try --no-fill-kv.")
+                runs, side_runs = runs + 1, side_runs + 1
+                gc.collect()
+                now = memory.rss_bytes()
+                still = still + 1 if now - rss < still_mb * MB else 0
+                progress(f"filling the KV-cache pools ({side}): run {side_runs}, RSS {now / MB:.0f} MB "
+                         f"({(now - rss) / MB:+.1f} MB)")
+                rss = now
+            settled = settled and still >= 2
     finally:
         ticket.release()
-    return {"runs": runs, "prompt_tokens": runner.count_tokens(runner.template(text(1, words))),
-            "seconds": round(time.perf_counter() - t0, 1), "added_bytes": rss - start, "settled": still >= 2}
+    return {"runs": runs, "prompt_tokens": first.count_tokens(first.template(text(1, words))),
+            "seconds": round(time.perf_counter() - t0, 1), "added_bytes": memory.rss_bytes() - start, "settled": settled}
 
 
 def _slope(ys: list[float]) -> Optional[float]:
@@ -296,7 +301,7 @@ def format_report(r: dict) -> str:
         f"soak: {r['runs']} races of {r['preset']} ({r['stopped_runs']} stopped early), "
         f"{r['max_new_tokens']} new tokens, {r['seconds']:.0f} s after {r['warmup_runs']} warm-up races",
         ("KV-cache pools: not filled first (--no-fill-kv)" if rss["kv_fill"] is None else
-         f"KV-cache pools: {rss['kv_fill']['runs']} speculative runs of {rss['kv_fill']['prompt_tokens']} prompt tokens "
+         f"KV-cache pools: {rss['kv_fill']['runs']} runs (both sides) of {rss['kv_fill']['prompt_tokens']} prompt tokens "
          f"({rss['kv_fill']['seconds']:.0f} s) made {rss['kv_fill']['added_bytes'] / MB:.0f} MB resident"
          + ("" if rss["kv_fill"]["settled"] else " and had not settled")),
         f"RSS: {rss['after_warmup_bytes'] / MB:.1f} MB after warm-up, {rss['at_end_bytes'] / MB:.1f} MB at the end: "
