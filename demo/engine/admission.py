@@ -55,6 +55,19 @@ class Ticket:
         self._admission._release(self)
 
 
+def holding(ticket: Ticket, start: Callable[[], Iterator]) -> Iterator:
+    """The events of `start()`, run in `ticket`'s slot: once they exist their own on_finished
+    gives the slot back; if starting fails, or the consumer leaves first, it is given back here."""
+    started = False
+    try:
+        events = start()
+        started = True
+        yield from events
+    finally:
+        if not started:
+            ticket.release()
+
+
 class Admission:
     def __init__(self, max_waiting: int = 8):
         self.max_waiting = max_waiting

@@ -22,7 +22,7 @@ from ..models.calibration_store import load_cached
 from ..models.prepare import PreparedPair, prepare_preset
 from ..models.presets import ExportSource, HubSource, PresetFile, load_presets
 from ..models.sources import ModelStore
-from .admission import Admission, Cancelled
+from .admission import Admission, Cancelled, holding
 from .race import fair, race
 from .request import RaceRequest, Summary, how_it_ran, threads_for, validate_prompt
 from .safety import NativeConfig, NativeGuard, SafetyRecord
@@ -196,22 +196,18 @@ class Arena:
             ticket, runners = yield from self.admitted(
                 what, stop, lambda status: self.prepare(request.preset, status, cancel=stop, **self.formats_for(request)),
                 lambda status, pair: self.runners(request, status))
-            started = False
-            try:
+
+            def start() -> Iterator:
                 for runner in runners.values():  # a too-long prompt: one refusal, before any side starts
                     check = getattr(runner, "check_prompt", None)
                     if check is not None:
                         check(prompt, settings)
                 if request.mode == "race":
-                    events = race(runners, prompt, settings, stop, on_finished=ticket.release)
-                else:
-                    events = fair(runners, prompt, settings, stop, on_finished=ticket.release,
-                                        on_status=lambda m: StatusEvent(f"fair mode: {m}"))
-                started = True
-                yield from events
-            finally:
-                if not started:
-                    ticket.release()
+                    return race(runners, prompt, settings, stop, on_finished=ticket.release)
+                return fair(runners, prompt, settings, stop, on_finished=ticket.release,
+                            on_status=lambda m: StatusEvent(f"fair mode: {m}"))
+
+            yield from holding(ticket, start)
 
     def admitted(self, what: str, stop: threading.Event, prepare: Callable, load: Callable):
         """Wait for the CPU (the admission slot), then prepare and load in it (a download or an export

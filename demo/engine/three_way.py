@@ -24,6 +24,7 @@ from ..core.errors import DemoError
 from ..core.metrics import SideStats, acceptance_rate, compare, side_stats
 from ..core.settings import cpu_cores
 from ..core.streaming import BASELINE, SPECULATIVE, StatusEvent
+from .admission import holding
 from .arena import RaceRequest, validate_prompt
 from .backend import Backend
 from .race import one_by_one
@@ -164,12 +165,5 @@ def _run(arena: Backend, request: RaceRequest, stop: Optional[threading.Event]) 
         return lambda status: pipelines(pair, method, status)[side]
 
     lanes = [(lane, lane_runner(lane), lane_settings[lane]) for lane in LANES]
-    started = False
-    try:
-        events = one_by_one(lanes, prompt, stop, on_finished=ticket.release,
-                            on_status=lambda m: StatusEvent(f"three-way: {m}"))
-        started = True
-        yield from events
-    finally:
-        if not started:
-            ticket.release()
+    yield from holding(ticket, lambda: one_by_one(lanes, prompt, stop, on_finished=ticket.release,
+                                                  on_status=lambda m: StatusEvent(f"three-way: {m}")))
