@@ -22,7 +22,7 @@ import threading
 from dataclasses import dataclass, field, replace
 from typing import Iterator, Optional
 
-from ..core import placement
+from ..core import metrics, placement
 from ..core.errors import DemoError
 from ..core.metrics import SideStats, side_stats
 from ..core.settings import MAX_PROMPT_TOKENS, GenerationSettings, PipelineOptions
@@ -201,9 +201,8 @@ class Totals:
 
 
 def speedup(base: Totals, spec: Totals) -> Optional[float]:
-    if base.tokens_per_s <= 0 or spec.tokens_per_s <= 0:
-        return None
-    return spec.tokens_per_s / base.tokens_per_s
+    """The conversation's speedup, by the race's one definition (core.metrics.speedup)."""
+    return metrics.speedup(base, spec)
 
 
 def turn_stats(turn: Turn) -> dict:
