@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Optional
 
 import gradio as gr
 
@@ -90,7 +91,7 @@ def parse_race_inputs(arena: Backend, prompt, preset, main_device, draft_device,
 
 
 def stream_race(arena: Backend, request: RaceRequest, view: RaceView, components: dict, stop_flag: threading.Event,
-            finished=None, visitor: tuple = ()):
+            finished=None, visitor: tuple = (), superseded: Optional[threading.Event] = None):
     fair = request.mode == "fair"
     results = {}
     recorded = {s: 0 for s in SIDES}
@@ -145,7 +146,7 @@ def stream_race(arena: Backend, request: RaceRequest, view: RaceView, components
     view.status = ""
     view.dirty.update(SIDES)
     yield view.outputs(components)
-    yield from step_view.follow(arena, request, results, view, components, stop_flag)
+    yield from step_view.follow(arena, request, results, view, components, stop_flag, superseded)
 
 
 def _replay(view: RaceView, results: dict, components: dict, stop_flag: threading.Event):

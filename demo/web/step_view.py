@@ -137,9 +137,13 @@ def costs(arena, request):
     return step_costs_for(arena, request)
 
 
-def follow(arena, request, results: dict, view, components: dict, stop: threading.Event):
+def follow(arena, request, results: dict, view, components: dict, stop: threading.Event,
+           superseded: Optional[threading.Event] = None):
     """After a finished race: reconstruct the draft's guesses (in the admission slot, with a
-    status line while it waits and works), then show them; Stop ends it at the next step."""
+    status line while it waits and works), then show them; Stop ends it at the next step.
+    `superseded`: the visitor started another race, which now owns the page: stop at once and
+    send nothing more."""
+    superseded = superseded or threading.Event()
     from ..engine.steps import for_race, why_not
     from ..engine.waiting import status_stream, with_last_message
 
@@ -157,6 +161,8 @@ def follow(arena, request, results: dict, view, components: dict, stop: threadin
         # Heartbeats while it waits: a closed tab or Stop reaches it in line too.
         work = status_stream(lambda status: for_race(arena, request, spec, stop, status), box)
         for message in with_last_message(work, "rebuilding the draft's guesses"):
+            if superseded.is_set():
+                return
             if throttle.ready():
                 view.status = f"⏳ {message}"
                 yield view.outputs(components)
@@ -168,7 +174,9 @@ def follow(arena, request, results: dict, view, components: dict, stop: threadin
         view.extra[target] = steps_html(note="The step view could not be rebuilt for this race; the race itself "
                                              "is unaffected (the terminal says why).")
     finally:
-        stop.set()  # Stop or a closed tab: the reconstruction ends at its next step
+        stop.set()  # Stop, a closed tab or a new race: the reconstruction ends at its next step
+    if superseded.is_set():
+        return
     view.status = ""
     view.dirty.update(SIDES)
     yield view.outputs(components)

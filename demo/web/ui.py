@@ -127,31 +127,45 @@ def build_demo(arena: Backend, bench_enabled: bool = True, booth: Optional[Booth
             inputs = [prompt, preset, main_device, draft_device, method, assistant_tokens, use_threshold,
                       threshold, max_new_tokens, sampling, temperature, top_p, exact, mode]
 
+            # A session's latest race owns its page: Run (trigger_mode "multiple") is never
+            # ignored while the previous race still rebuilds its step view; that step view stops.
+            latest_race: dict = {}
+            latest_lock = threading.Lock()
+
             def run_race(http: gr.Request, *values):
                 try:
                     request = parse_race_inputs(arena, *values)
                 except DemoError as e:
                     raise gr.Error(str(e), print_exception=False)
+                session, mine = getattr(http, "session_hash", None), threading.Event()
+                if session:
+                    with latest_lock:
+                        previous, latest_race[session] = latest_race.get(session), mine
+                    if previous is not None:
+                        previous.set()
                 view = RaceView()
                 view.extra = {**after_race.started(), **step_view.cleared(components)}
                 stop_flag = threading.Event()
                 try:
                     yield from stream_race(arena, request, view, components, stop_flag, after_race.finished,
-                                       visitor_ids.keys(http))
+                                           visitor_ids.keys(http), superseded=mine)
                 except DemoError as e:
                     raise gr.Error(str(e), print_exception=False)
                 finally:
                     stop_flag.set()  # Stop pressed, tab closed, or finished: stop both generate() calls
+                    with latest_lock:
+                        if session and latest_race.get(session) is mine:
+                            del latest_race[session]
 
             # preprocess=False: parse_race_inputs checks every raw value itself. Gradio's own
             # checks answer None or a string in a slider with a bare "the upstream Gradio app
             # has raised an exception", and name Python types in others.
             run_event = run.click(run_race, inputs, list(components.values()),
                                   concurrency_limit=RACE_HANDLERS, concurrency_id="race", api_name="race",
-                                  preprocess=False)
+                                  preprocess=False, trigger_mode="multiple")
             submit_event = prompt.submit(run_race, inputs, list(components.values()),
                                          concurrency_limit=RACE_HANDLERS, concurrency_id="race", preprocess=False,
-                                         api_visibility="private")
+                                         api_visibility="private", trigger_mode="multiple")
             stop.click(None, None, None, cancels=[run_event, submit_event])
             # Light events skip the queue: they must never wait behind races, nor fill the queue.
             examples.click(lambda x: x[0], examples, prompt, api_visibility="private", queue=False)
