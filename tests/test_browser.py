@@ -183,8 +183,16 @@ def test_stop_freezes_both_panels_and_stops_the_engine_within_two_steps(page, en
     page.fill("#prompt textarea", STORY)
     page.evaluate(SAMPLER)
     page.click("#run")
+    # Both sides streaming, judged by the engine (the panels may still hold the last race's text).
+    for _ in range(600):  # hang guard: 120 s
+        if all(any(r.prompt == STORY and len(r.chunks) >= 5 for r in engine_runs if r.side == side)
+               for side in ("baseline", "speculative")):
+            break
+        page.wait_for_timeout(200)
+    else:
+        pytest.fail("the story race never streamed on both sides")
     page.wait_for_function(
-        "() => window.__samples.some(x => x.b > 20 && x.s > 20)", timeout=120_000)
+        "() => window.__samples.some(x => x.b > 20 && x.s > 20 && x.bTok > 0 && x.sTok > 0)", timeout=120_000)
     page.screenshot(path=str(ARTIFACTS / "race-running.png"), full_page=True)
     # The Stop button asks the server to cancel; when the server answers, it has closed the
     # race handler, so from then on each side may finish at most two steps.
