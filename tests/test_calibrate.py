@@ -315,6 +315,41 @@ def test_a_busy_machine_is_noticed():
     assert busy is not None and busy >= 0.6 / cpu_cores()
 
 
+def test_a_curve_reuses_the_points_measured_before_and_its_ends_give_a_line(monkeypatch):
+    """The early dominance check measures a curve's ends (M=1 and K_max+1); a format that
+    survives it has only its other points measured, and the ends are not timed again."""
+    asked = []
+
+    def measured(model, ms, repeats=None):
+        asked.append(list(ms))
+        return [0.010 * m * m for m in ms]
+
+    monkeypatch.setattr(measure, "step_costs", measured)
+    known, line = measure.end_costs(None, list(range(1, 10)))
+    assert asked == [[1, 9]] and known == {1: pytest.approx(0.01), 9: pytest.approx(0.81)}
+    assert line[4] == pytest.approx(0.01 + (0.81 - 0.01) * 4 / 8)   # M=5 on the straight line
+    curve = measure.curve_costs(None, list(range(1, 10)), sparse=True, known=known)
+    assert asked[1] == [2, 3, 5]                                     # the ends are not measured again
+    assert curve[8] == pytest.approx(0.81) and curve[4] == pytest.approx(0.25)
+    dense = measure.curve_costs(None, [1, 2, 3], sparse=False, known={2: 0.5})
+    assert asked[2] == [1, 3] and dense == pytest.approx([0.01, 0.5, 0.09])
+
+
+def test_a_slow_flat_format_is_skipped_on_its_ends_alone():
+    """The optimistic line between a slow format's ends (less measure.OPTIMISM) cannot beat
+    the format measured first, so it is dominated without its inner points; a format as
+    fast as the first at one token is never skipped this way."""
+    mains = {"a": {"verify_s": {"fair": [0.067, 0.085, 0.101, 0.122, 0.144, 0.145, 0.146, 0.147, 0.148]},
+                   "dominated": False}}
+    drafts = {"d": {"step_s": {"fair": 0.0346}}}
+    runs = {("a", "d"): [[6, 5, 4, 3, 2, 1, 0] * 20 + [0]]}
+    slow_ends = [0.1726 + (0.1726 * 1.6 - 0.1726) * i / 8 for i in range(9)]
+    optimistic = [c * (1 - measure.OPTIMISM) for c in slow_ends]
+    assert cost_model.dominated(optimistic, mains, drafts, runs, 8)
+    fast = [0.060 + 0.005 * i for i in range(9)]
+    assert not cost_model.dominated([c * (1 - measure.OPTIMISM) for c in fast], mains, drafts, runs, 8)
+
+
 def test_race_curves_are_measured_sparsely_and_interpolated(result, monkeypatch):
     """The race curve is measured at a few M (one thread is slow) and filled in linearly."""
     assert measure.sparse_points(list(range(1, 10))) == [1, 2, 3, 5, 9]

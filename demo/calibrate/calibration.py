@@ -66,8 +66,9 @@ class Plan:
     fresh machine before it says Ready: acceptance from the first main format's answers
     only (the others' agree within a few %: 95 % against 93 % on the embedded pair),
     sparse curves everywhere, fewer rounds, and a real pipeline timed on one prompt, over
-    its first `overhead_new_tokens` tokens (enough steps at every K; half the time of 128)
-    and only at the two K its overhead line goes through (K=1 then follows the line)."""
+    its first `overhead_new_tokens` tokens (enough steps at every K; half the time of 128;
+    fewer in race mode, whose steps are slower), only at the two K its overhead line goes
+    through (K=1 then follows the line)."""
 
     name: str
     sparse_fair: bool = False
@@ -76,12 +77,13 @@ class Plan:
     draft_repeats: int = DRAFT_REPEATS
     overhead_prompts: Optional[int] = None   # None: all the calibration prompts
     overhead_new_tokens: Optional[int] = None  # None: as many as the acceptance answers
+    race_overhead_new_tokens: Optional[int] = None  # None: overhead_new_tokens (race steps are slower)
     overhead_at_k1: bool = True  # also time K=1 itself, which can sit off the line
 
 
 FULL = Plan("full")
 LAUNCH = Plan("launch", sparse_fair=True, repeats=3, acceptance_per_main=False, draft_repeats=8, overhead_prompts=1,
-              overhead_new_tokens=48, overhead_at_k1=False)
+              overhead_new_tokens=48, race_overhead_new_tokens=36, overhead_at_k1=False)
 
 
 def launch_formats(isa_flags: Sequence[str]) -> tuple[list[str], list[str]]:
@@ -232,7 +234,8 @@ def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMA
             "pair": list(pair), "main_folder": str(folders[("main", pair[0])]),
             "draft_folder": str(folders[("draft", pair[1])]),
             "texts": (texts if mode == "fair" else texts[:1])[:plan.overhead_prompts],
-            "max_new_tokens": plan.overhead_new_tokens or max_new_tokens, "threads": n, "ks": list(ks),
+            "max_new_tokens": ((plan.race_overhead_new_tokens if mode == "race" else None) or plan.overhead_new_tokens
+                               or max_new_tokens), "threads": n, "ks": list(ks),
             "predicted_step_s": {str(k): predict(m["verify_s"][mode], d["step_s"][mode], runs[pair], k)["step_s"]
                                  for k in ks},
             "one_token_s": m["verify_s"][mode][0]}, what=f"timing a real speculative pipeline ({mode} threads)")

@@ -23,7 +23,9 @@ DRAFT_REPEATS = 20
 # A real pipeline's steps are timed for at least this long per K (production prompts take
 # longer than that in one round; the test fixture's short answers repeat).
 OVERHEAD_MIN_S = 2.0
+OPTIMISM = 0.15  # end_costs' guess of a curve from its ends errs this far on the cheap side
 OVERHEAD_MAX_ROUNDS = 10
+WARMUP_TOKENS = 8  # the untimed first run of a pipeline being timed: a few steps at the first K
 
 
 def others_busy(seconds: float = 1.0) -> Optional[float]:
@@ -53,13 +55,13 @@ def step_costs(model: StatefulModel, ms: Sequence[int], repeats: int = REPEATS) 
     """Seconds of one forward step of M new tokens after a prefix of PREFIX_TOKENS or a few
     more, for each M in `ms` (a list in that order): the fastest of `repeats` rounds.
 
-    Each round starts from a fresh state, feeds the prefix, then steps of every M in a
-    shuffled order, each M twice in a row and only the second timed: a pipeline repeats
-    one shape step after step (K+1 tokens to verify, 1 to decode), and the CPU plugin's
-    first step after a change of shape costs more. The past grows by at most
-    2·sum(ms) tokens, which barely moves the cost. Rounds go over all M in turn, so a
-    burst of other work on a shared box spoils one sample of every M, not every sample
-    of one M.
+    The prefix is fed once; each round then steps every M in a shuffled order, each M
+    twice in a row and only the second timed: a pipeline repeats one shape step after
+    step (K+1 tokens to verify, 1 to decode), and the CPU plugin's first step after a
+    change of shape costs more. The past grows by 2·sum(ms) tokens a round, which barely
+    moves the cost (feeding the prefix again each round cost more than the timed steps
+    of a draft). Rounds go over all M in turn, so a burst of other work on a shared box
+    spoils one sample of every M, not every sample of one M.
     """
     import numpy as np
 
@@ -67,10 +69,10 @@ def step_costs(model: StatefulModel, ms: Sequence[int], repeats: int = REPEATS) 
     prefix = rng.integers(100, 5000, size=(1, PREFIX_TOKENS))
     inputs = {m: rng.integers(100, 5000, size=(1, m)) for m in ms}
     best = {m: float("inf") for m in ms}
+    model.request.reset_state()
+    model.feed(prefix, 0)
+    past = PREFIX_TOKENS
     for round_ in range(repeats + 1):  # round 0 compiles each new shape's kernels: dropped
-        model.request.reset_state()
-        model.feed(prefix, 0)
-        past = PREFIX_TOKENS
         for m in rng.permutation(list(ms)).tolist():
             model.feed(inputs[m], past)
             t0 = time.perf_counter()
@@ -90,18 +92,34 @@ def sparse_points(ms: Sequence[int]) -> list[int]:
     return sorted(set(ms[:3] + [ms[len(ms) // 2]] + ms[-1:]))
 
 
-def curve_costs(model: StatefulModel, ms: Sequence[int], sparse: bool = False, repeats: int = REPEATS) -> list[float]:
+def curve_costs(model: StatefulModel, ms: Sequence[int], sparse: bool = False, repeats: int = REPEATS,
+                known: Optional[dict] = None) -> list[float]:
     """step_costs for every M in `ms`; `sparse` measures only sparse_points(ms) and
     interpolates linearly between them. Race-mode curves (one thread per pipeline, so
     slower steps) are sparse: the curve is smooth there, and a first launch should not
-    spend a minute per format on them."""
+    spend a minute per format on them. `known` {M: seconds} are not measured again."""
     import numpy as np
 
+    known = dict(known or {})
+    points = sparse_points(ms) if sparse else list(ms)
+    missing = [m for m in points if m not in known]
+    if missing:
+        known.update(zip(missing, step_costs(model, missing, repeats)))
     if not sparse:
-        return step_costs(model, ms, repeats)
-    points = sparse_points(ms)
-    costs = step_costs(model, points, repeats)
-    return [float(x) for x in np.interp(ms, points, costs)]
+        return [known[m] for m in ms]
+    return [float(x) for x in np.interp(ms, points, [known[m] for m in points])]
+
+
+def end_costs(model: StatefulModel, ms: Sequence[int], repeats: int = REPEATS) -> tuple[dict, list[float]]:
+    """The curve's two ends measured ({M: seconds}) and the straight line between them.
+    Measured verify curves rise steeply, then flatten, so they lie above that line, except
+    for a dip of up to 9 % at M=2 (gguf, AMX Xeon): the line less OPTIMISM is an
+    optimistic guess of the curve, good enough to skip a format that cannot win."""
+    import numpy as np
+
+    ends = [min(ms), max(ms)]
+    known = dict(zip(ends, step_costs(model, ends, repeats)))
+    return known, [float(x) for x in np.interp(ms, ends, [known[m] for m in ends])]
 
 
 def greedy_answer(model: StatefulModel, prompt_ids: Sequence[int], max_new_tokens: int, eos: int,
@@ -184,11 +202,12 @@ def pipeline_overhead(pair: tuple, folders: dict, prompts: Sequence[str], max_ne
 
     measured = {}
     for side in (BASELINE, SPECULATIVE):  # one pipeline in memory at a time
-        runner = build_side(key, side, lambda m: None)
+        runner = build_side(key, side, lambda m: None, warmup=False)
         try:
-            # The pipeline's warm-up ran a 2-token prompt: a real prompt's first run still
-            # compiles kernels for new shapes (it read the first K 10–20 ms a step high).
-            runner.run(prompts[0], GenerationSettings(max_new_tokens=16, assistant_tokens=ks[0]), lambda chunk: True)
+            # Untimed: the first run compiles kernels for each new shape (a real prompt's
+            # prefill, K+1-token verify steps); it read the first K 10–20 ms a step high.
+            runner.run(prompts[0], GenerationSettings(max_new_tokens=WARMUP_TOKENS, assistant_tokens=ks[0]),
+                       lambda chunk: True)
             for k, seconds in step_s(runner, ks if side == SPECULATIVE else ks[:1]).items():
                 measured[(side, k)] = seconds
         finally:

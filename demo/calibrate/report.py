@@ -21,8 +21,11 @@ def summary_lines(result: dict) -> list[str]:
         fair = m["verify_s"]["fair"]
         one = fair[0]
         if m.get("dominated"):
-            lines.append(f"  main {fmt:9s} 1 token {one * 1000:6.1f} ms; M=1..{len(fair)} ÷ 1: "
-                         + " ".join(f"{v / one:.2f}" for v in fair) + "; cannot beat the others here: not measured further")
+            ends = m.get("fair_measured_at")
+            curve = (f"M={ends[-1]} ÷ 1: {fair[ends[-1] - 1] / one:.2f}" if ends
+                     else f"M=1..{len(fair)} ÷ 1: " + " ".join(f"{v / one:.2f}" for v in fair))
+            lines.append(f"  main {fmt:9s} 1 token {one * 1000:6.1f} ms; {curve}; cannot beat the others here: "
+                         "not measured further")
             continue
         curve = " ".join(f"{v / one:.2f}" for v in fair)
         decode = f" (real decoding step {m['decode_step_s'] * 1000:.1f} ms)" if m.get("decode_step_s") else ""

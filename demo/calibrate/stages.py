@@ -63,7 +63,7 @@ def measure_main(args: dict, send) -> dict:
     prior = args["prior"]
     prior_runs = {tuple(k.split("/")): v for k, v in prior["runs"].items()}
     ids, eos = measure.prompt_ids(folder, args["texts"])
-    curves, memory, decode, runs = {}, 0, [], {}
+    curves, memory, decode, runs, ends_only = {}, 0, [], {}, None
     for mode, threads in args["threads"].items():
         config = NativeConfig(str(folder), "main", threads)
         if config.key in args["unusable"]:
@@ -74,8 +74,19 @@ def measure_main(args: dict, send) -> dict:
         announce(send, config)
         model = measure.StatefulModel(folder, threads)
         try:
+            repeats, known = args.get("repeats", measure.REPEATS), {}
+            if mode == "fair" and prior["mains"]:
+                # Both ends first: a format that cannot win even on an optimistic line
+                # between them is skipped before its whole curve is measured.
+                known, line = measure.end_costs(model, ms, repeats)
+                optimistic = [c * (1 - measure.OPTIMISM) for c in line]
+                if cost_model.dominated(optimistic, prior["mains"], prior["drafts"], prior_runs, k_max):
+                    curves[mode], ends_only = line, sorted(known)
+                    memory = max(memory, model.memory)
+                    send(f"main model {fmt} cannot beat the formats measured so far: skipped")
+                    break
             curves[mode] = measure.curve_costs(model, ms, sparse=(mode == "race" or args.get("sparse_fair", False)),
-                                               repeats=args.get("repeats", measure.REPEATS))
+                                               repeats=repeats, known=known)
             memory = max(memory, model.memory)
             if mode == "fair" and cost_model.dominated(curves["fair"], prior["mains"], prior["drafts"], prior_runs,
                                                         k_max):
@@ -108,7 +119,7 @@ def measure_main(args: dict, send) -> dict:
             "dominated": "race" not in curves or "fair" not in curves or (args.get("answer", True) and not runs),
             # Median time of one real decoding step (growing past): a check on verify_s[0].
             "decode_step_s": sorted(decode)[len(decode) // 2] if decode else None,
-            "runs": runs}
+            "runs": runs, **({"fair_measured_at": ends_only} if ends_only else {})}
 
 
 def measure_overhead(args: dict, send) -> dict:

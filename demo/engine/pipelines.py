@@ -289,14 +289,16 @@ def build_pair(key: PairKey, status: Callable[[str], None]) -> dict[str, OpenVIN
         return {side: future.result() for side, future in futures.items()}
 
 
-def _runner(key: PairKey, side: str, pipe) -> OpenVINORunner:
-    return OpenVINORunner(side, pipe, max_context=max_context(Path(key.main)), method=key.method,
+def _runner(key: PairKey, side: str, pipe, warmup: bool = True) -> OpenVINORunner:
+    return OpenVINORunner(side, pipe, warmup=warmup, max_context=max_context(Path(key.main)), method=key.method,
                           max_prompt=placement.max_prompt_tokens(key.options, key.method),
                           kv_tokens=kv_capacity.side_capacity(key.main, key.draft, side, key.method, key.options))
 
 
-def build_side(key: PairKey, side: str, status: Callable[[str], None]) -> OpenVINORunner:
-    """One side's pipeline alone, warmed up: a cluster replica serves one side (demo.serve)."""
+def build_side(key: PairKey, side: str, status: Callable[[str], None], warmup: bool = True) -> OpenVINORunner:
+    """One side's pipeline alone, warmed up unless the caller's own first run is its warm-up:
+    a cluster replica serves one side (demo.serve), calibration times one."""
     pipe = _load_pipelines(key, (side,), status)[side]
-    status(f"warming up the {side} pipeline")
-    return _runner(key, side, pipe)
+    if warmup:
+        status(f"warming up the {side} pipeline")
+    return _runner(key, side, pipe, warmup)
