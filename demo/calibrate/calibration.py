@@ -33,13 +33,13 @@ Every measurement runs in a child process, one saved stage at a time
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from dataclasses import asdict, dataclass
 from typing import Callable, Optional, Sequence
 
 from ..core.errors import DemoError
+from ..models.calibration_result import Calibration
 from ..models.calibration_store import CALIBRATION_VERSION, cache_path, fingerprint, stages_path
 from .cost_model import overhead_ks, pick_among_fastest, predict
 from .measure import DRAFT_REPEATS, PREFIX_TOKENS, REPEATS, others_busy, sparse_points
@@ -120,8 +120,9 @@ def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMA
               prompts: Optional[Sequence[str]] = None, max_new_tokens: int = DEFAULT_NEW_TOKENS,
               budget: Optional[int] = None, report: Report = lambda m: None,
               stop: Optional[threading.Event] = None, slot=None,
-              stages_module: str = "demo.calibrate.stages", plan: Plan = FULL) -> dict:
-    """Measure `preset` on this machine and save the choice (see the module docstring).
+              stages_module: str = "demo.calibrate.stages", plan: Plan = FULL) -> Calibration:
+    """Measure `preset` on this machine, save the choice and return it, its `path` set
+    (see the module docstring; the saved form: demo.models.calibration_result).
 
     Every measurement runs in a child process, one stage at a time (demo.calibrate.stages):
     `slot(what)` is entered around each stage (the app's admission point, so visitors wait
@@ -242,7 +243,7 @@ def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMA
         candidates += pool
         choice[mode] = pick_among_fastest(fitting(pool))
     alone = max((c for c in candidates if c["mode"] == "fair" and c["fits"]), key=lambda c: c["baseline_tok_s"])
-    result = {
+    result = Calibration.model_validate({
         "calibration_version": CALIBRATION_VERSION,
         "preset": preset.name,
         "fingerprint": fp,
@@ -273,8 +274,7 @@ def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMA
         "fastest_alone": {"main_format": alone["main_format"], "baseline_tok_s": alone["baseline_tok_s"]},
         # Configurations that crashed OpenVINO on this machine, skipped (demo.engine.safety).
         "skipped": stages.skipped(list(folders.values())),
-    }
-    path = write_atomic(cache_path(store, preset.name, fp), json.dumps(result, indent=1))
+    })
+    path = write_atomic(cache_path(store, preset.name, fp), result.to_json())
     stages.finish()
-    result["path"] = str(path)
-    return result
+    return result.model_copy(update={"path": str(path)})
