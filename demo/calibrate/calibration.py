@@ -1,8 +1,8 @@
 """Calibrate a preset on this machine: which weight formats and how many assistant tokens
 (the command line is demo/calibrate/__main__.py, the report demo/calibrate/report.py).
 
-What is fastest depends on the CPU and on memory (../shared/design/models.md, "Machines
-differ"): where a compressed MatMul costs almost K+1 times as much to verify K+1 tokens,
+What is fastest depends on the CPU and on memory (BENCHMARKS.md compares machines): where
+a compressed MatMul costs almost K+1 times as much to verify K+1 tokens,
 speculation barely pays; where the verify step is bound by memory, it pays a lot. So we
 measure, for each candidate format:
   * the main model's cost for one forward step of M = 1..K_max+1 new tokens after a
@@ -21,7 +21,7 @@ The raw model misses what a real pipeline adds to each step (scheduling, samplin
 KV caches), which favours small K and fast-stepping formats: so, per mode, the best
 format pair runs in the arena's own speculative pipeline at K=1 and two larger K, the
 difference between its real and predicted steps gives an overhead of a + b·K per step
-(through the two larger K; K=1 keeps its own, as its real step sits 20 % below that line),
+(through the two larger K; K=1 keeps its own, as its real step sits off that line),
 and every configuration is predicted again with it before choosing (among those within 3 % of the
 fastest, the one with the largest speedup over its own main model). Results are cached
 per machine fingerprint (CPU, ISA flags, cores, RAM, OpenVINO version, model checksums)
@@ -64,10 +64,10 @@ Report = Callable[[str], None]
 class Plan:
     """How much a calibration measures. The launch plan is what `python app.py` runs on a
     fresh machine before it says Ready: acceptance from the first main format's answers
-    only (the others' agree within a few %: 95 % against 93 % on the embedded pair),
-    sparse curves everywhere, fewer rounds, and a real pipeline timed on one prompt, over
-    its first `overhead_new_tokens` tokens (enough steps at every K; half the time of 128)
-    and only at the two K its overhead line goes through (K=1 then follows the line)."""
+    only (formats of one model agree with the draft within a few %), sparse curves
+    everywhere, fewer rounds, and a real pipeline timed on one prompt, over its first
+    `overhead_new_tokens` tokens (enough steps at every K) and only at the two K its
+    overhead line goes through (K=1 then follows the line)."""
 
     name: str
     sparse_fair: bool = False
@@ -87,11 +87,10 @@ LAUNCH = Plan("launch", sparse_fair=True, repeats=3, acceptance_per_main=False, 
 def launch_formats(isa_flags: Sequence[str]) -> tuple[list[str], list[str]]:
     """(main, draft) formats a first launch calibrates: the GGUF-derived IR it already has and
     the compressed format that won on this CPU class (BENCHMARKS.md): int4_sym where integer
-    dot products are fast (VNNI or AMX: fastest main alone on Zen 4 and the AMX Xeon), f16
-    where only AVX2 (compressed verify steps cost nearly K+1 tokens there, f16 barely more
-    than one). The first main format answers the acceptance prompts, so the faster one goes
-    first (int4_sym: 88 against 198 ms a token on the AMX Xeon), and a slower format that
-    cannot beat it is not measured further. `python -m demo.calibrate` measures every format."""
+    dot products are fast (VNNI or AMX), f16 where only AVX2 (compressed verify steps cost
+    nearly K+1 tokens there, f16 barely more than one). The first main format answers the
+    acceptance prompts, so the faster one goes first, and a slower format that cannot beat
+    it is not measured further. `python -m demo.calibrate` measures every format."""
     fast_int = any(f in isa_flags for f in ("avx512_vnni", "avx_vnni", "amx_int8"))
     return (["int4_sym", "gguf"] if fast_int else ["gguf", "f16"]), ["gguf"]
 

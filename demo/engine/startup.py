@@ -128,7 +128,7 @@ def _calibrate_once(arena: "Arena", request: RaceRequest, report: Callable[[str]
         report(f"calibrating: {message}")
 
     # Converting weights needs no quiet machine: visitors race meanwhile. The multi-threaded
-    # part starts once the pair is warm: on 2 cores it delayed the first race.
+    # part starts once the pair is warm, so it never delays the first race on few cores.
     calibrator.prepare_candidates(preset, arena.store, report=converting)
 
     @contextlib.contextmanager
