@@ -59,8 +59,8 @@ MUTATIONS = [
         "race: sides run one after the other",
         "the race is sequential, so one panel waits for the other",
         "demo/engine/race.py",
-        '        workers.start(f"race-{s}", lambda r=runners[s], p=mine: _run_side(r, p, settings, stop, events.put))',
-        '        _run_side(runners[s], mine, settings, stop, events.put)',
+        '        workers.start(f"race-{s}", lambda r=runners[s], p=mine: run_side(r, p, settings, stop, events.put))',
+        '        run_side(runners[s], mine, settings, stop, events.put)',
         ("tests/test_race_logic.py::test_race_runs_both_sides_at_once",),
     ),
     Mutation(

@@ -89,9 +89,16 @@ def test_where_one_more_guess_stops_paying():
 def test_step_costs_are_read_from_a_calibration_result():
     from demo.models.calibration_store import step_costs
 
-    result = {"main": {"gguf": {"verify_s": {"race": [0.03, 0.032, 0.034], "fair": [0.02, 0.021, 0.022]}}},
-              "draft": {"int4_sym": {"step_s": {"race": 0.01, "fair": 0.008}}},
-              "pipeline_overhead": {"race": {"per_step_s": 0.004, "per_guess_s": 0.002}}}
+    from .calibrations import made_up
+
+    overhead = {"main_format": "gguf", "draft_format": "int4_sym", "measured_step_s": {"2": 0.06},
+                "predicted_step_s": {"2": 0.05}, "per_step_s": 0.004, "per_guess_s": 0.002, "baseline_step_s": 0.03,
+                "baseline_overhead_s": 0.0}
+    result = made_up({"race": ("gguf", "int4_sym", 2)},
+                     main={"gguf": {"verify_s": {"race": [0.03, 0.032, 0.034], "fair": [0.02, 0.021, 0.022]},
+                                    "memory_bytes": 1}},
+                     draft={"int4_sym": {"step_s": {"race": 0.01, "fair": 0.008}, "memory_bytes": 1}},
+                     pipeline_overhead={"race": overhead})
     race = step_costs(result, "gguf", "int4_sym", "race")
     assert race == StepCosts(0.01, (0.03, 0.032, 0.034), 0.004, 0.002)
     assert race.step_s(2) == pytest.approx(2 * 0.01 + 0.034 + 0.004 + 2 * 0.002)

@@ -257,27 +257,27 @@ def test_sweep_bookkeeping_with_fakes(presets, tmp_path):
     )
     # one load per (mode, method), never one per K
     assert arena.loads == [("fair", "draft"), ("fair", "prompt_lookup"), ("race", "draft"), ("race", "prompt_lookup")]
-    assert len(result["samples"]) == 2 * 2 * 2 * 2 * 2  # modes × methods × K × prompts × repeat
+    assert len(result.samples) == 2 * 2 * 2 * 2 * 2  # modes × methods × K × prompts × repeat
     assert calls[-1][0] == calls[-1][1] == 2 * 2 * 2 * (1 + 2 * 2)  # warm-ups counted as runs
-    assert {s["mode"] for s in result["samples"]} == {"fair", "race"}
-    for s in result["samples"]:
+    assert {s.mode for s in result.samples} == {"fair", "race"}
+    for s in result.to_dict()["samples"]:
         check_consistent(s)
-    assert len(result["aggregates"]) == 8 and len(result["configs"]) == 8
+    assert len(result.aggregates) == 8 and len(result.configs) == 8
     # The fake speculative side streams K + 1 tokens a step: 12 tokens are 3 steps of 4 with
     # K=3 (two verify steps after the prompt's), 6 of 2 with K=1 (five verify steps); every
     # guess kept. Pooled over 2 prompts × 2 repeats.
-    for a in result["aggregates"]:
-        curve = a["overall"]["acceptance_by_position"]
-        per_sample = {3: 2, 1: 5}[a["assistant_tokens"]]
-        if a["method"] == "draft":
-            assert curve["reached"] == curve["kept"] == [4 * per_sample] * a["assistant_tokens"]
-            assert curve["rate"] == [1.0] * a["assistant_tokens"]
-            assert a["classes"]["chat"]["acceptance_by_position"]["reached"][0] == 2 * per_sample
-    assert all(c["threads_per_pipeline"] is None for c in result["configs"] if c["mode"] == "fair")
+    for a in result.aggregates:
+        curve = a.overall.acceptance_by_position
+        per_sample = {3: 2, 1: 5}[a.assistant_tokens]
+        if a.method == "draft":
+            assert curve["reached"] == curve["kept"] == [4 * per_sample] * a.assistant_tokens
+            assert curve["rate"] == [1.0] * a.assistant_tokens
+            assert a.classes["chat"].acceptance_by_position["reached"][0] == 2 * per_sample
+    assert all(c.threads_per_pipeline is None for c in result.configs if c.mode == "fair")
     assert "speedup" in report.format_table(result)
     report.write_json(result, tmp_path / "r.json")
     plot.write_plot(result, tmp_path / "r.png")
-    assert json.loads((tmp_path / "r.json").read_text())["samples"] == result["samples"]
+    assert json.loads((tmp_path / "r.json").read_text())["samples"] == result.to_dict()["samples"]
     assert (tmp_path / "r.png").read_bytes().startswith(PNG_MAGIC)
 
 
@@ -289,9 +289,9 @@ def test_ctrl_c_keeps_what_was_measured(presets, tmp_path):
     result = measure.run_bench(SMOLLM2, modes=["fair"], assistant_tokens=[2, 4], repeat=3,
                                prompt_classes=["code"], max_new_tokens=8, arena=FakeArena(presets),
                                progress=progress)
-    assert result["interrupted"] is True
-    assert len(result["samples"]) == 2
-    assert result["aggregates"][0]["overall"]["speedup"]["n"] == 2
+    assert result.interrupted is True
+    assert len(result.samples) == 2
+    assert result.aggregates[0].overall.speedup.n == 2
     assert "interrupted" in report.format_table(result)
     plot.write_plot(result, tmp_path / "partial.png")
     assert (tmp_path / "partial.png").read_bytes().startswith(PNG_MAGIC)
@@ -306,9 +306,9 @@ def test_stop_event_ends_the_run(presets):
 
     result = measure.run_bench(SMOLLM2, modes=["race"], repeat=2, prompt_classes=["chat"], limit_prompts=2,
                                max_new_tokens=8, arena=FakeArena(presets), progress=progress, stop=stop)
-    assert result["interrupted"] is True and len(result["samples"]) == 1
+    assert result.interrupted is True and len(result.samples) == 1
     assert presets.get(SMOLLM2).assistant_tokens != CALIBRATED_K
-    assert result["samples"][0]["assistant_tokens"] == CALIBRATED_K  # no K given: the arena's default
+    assert result.samples[0].assistant_tokens == CALIBRATED_K  # no K given: the arena's default
 
 
 def test_interrupted_before_any_sample_still_plots(presets, tmp_path):
@@ -316,7 +316,7 @@ def test_interrupted_before_any_sample_still_plots(presets, tmp_path):
         raise KeyboardInterrupt
 
     result = measure.run_bench(SMOLLM2, arena=FakeArena(presets), progress=progress, repeat=1)
-    assert result["interrupted"] is True and result["samples"] == [] and result["aggregates"] == []
+    assert result.interrupted is True and result.samples == [] and result.aggregates == []
     assert "(no samples)" in report.format_table(result)
     plot.write_plot(result, tmp_path / "empty.png")
     assert (tmp_path / "empty.png").read_bytes().startswith(PNG_MAGIC)
@@ -326,8 +326,8 @@ def test_a_failing_configuration_keeps_the_others(presets):
     result = measure.run_bench(SMOLLM2, modes=["fair"], assistant_tokens=[2], prompt_lookup=True,
                                repeat=1, limit_prompts=1, max_new_tokens=8,
                                arena=FakeArena(presets, broken=("prompt_lookup",)))
-    assert {s["method"] for s in result["samples"]} == {"draft"} and len(result["samples"]) == 3
-    assert [(e["method"], e["stage"]) for e in result["errors"]] == [("prompt_lookup", "load")]
+    assert {s.method for s in result.samples} == {"draft"} and len(result.samples) == 3
+    assert [(e.method, e.stage) for e in result.errors] == [("prompt_lookup", "load")]
     assert "failed: preset fair prompt_lookup K=2 (load)" in report.format_table(result)
 
 
@@ -346,7 +346,7 @@ def test_a_format_sweep_plots_one_line_per_pair(presets, tmp_path, monkeypatch):
     result = measure.run_bench(SMOLLM2, modes=["fair"], assistant_tokens=[1, 3], repeat=1, prompt_classes=["chat"],
                                limit_prompts=1, max_new_tokens=12, arena=FakeArena(presets),
                                formats=[("int8", "gguf"), ("f16", "int8")])
-    assert {a["weights"] for a in result["aggregates"]} == {"int8/gguf", "f16/int8"}
+    assert {a.weights for a in result.aggregates} == {"int8/gguf", "f16/int8"}
     drawn = []
     monkeypatch.setattr(plot, "_plot_formats", lambda ax, aggs, weights, modes: drawn.append(weights))
     plot.write_plot(result, tmp_path / "formats.png")
@@ -382,14 +382,16 @@ def test_the_json_names_no_model_path_of_this_machine(presets, tmp_path):
     assert "/fake/" not in text and "secret-models" not in text
     paths = [s for s in _strings(json.loads(text)) if s.startswith("/") or s.startswith("~")]
     assert paths == []
-    assert result["preset"]["main"]["path"] == "main-ir" and result["preset"]["main_folder"] == "main"
+    assert result.preset["main"]["path"] == "main-ir" and result.preset["main_folder"] == "main"
 
 
 # -- the typed JSON form (demo.bench.result) --------------------------------------------------
 
 def test_a_fresh_result_is_exactly_the_documented_form(bench_run, presets, tmp_path):
-    """Every key run_bench writes is in the model (extra="forbid") and reads back unchanged,
-    for a real run, a run with a failed configuration and one stopped early."""
+    """run_bench returns the typed result; every key it writes is in the model
+    (extra="forbid") and reads back unchanged, for a real run, a run with a failed
+    configuration and one stopped early."""
+    from demo.bench.result import BenchResult
     from demo.bench.result import load_result
 
     written = json.loads(bench_run.json_path.read_text())
@@ -401,9 +403,11 @@ def test_a_fresh_result_is_exactly_the_documented_form(bench_run, presets, tmp_p
     stopped = measure.run_bench(SMOLLM2, modes=["race"], repeat=1, limit_prompts=1, max_new_tokens=8,
                                 arena=FakeArena(presets), stop=stop)
     for result in (failed, stopped):
+        assert isinstance(result, BenchResult)
         report.write_json(result, tmp_path / "r.json")
         assert load_result(tmp_path / "r.json").to_dict() == json.loads((tmp_path / "r.json").read_text())
-    assert failed["errors"] and stopped["interrupted"]
+        assert load_result(tmp_path / "r.json") == result
+    assert failed.errors and stopped.interrupted
 
 
 def test_every_bench_result_in_the_repository_still_loads():

@@ -2,12 +2,16 @@
 model's arithmetic is checked by hand, and the choice is the best candidate that fits."""
 
 import json
+from pathlib import Path
 
 import pytest
 
 from demo.calibrate import calibration, cost_model, measure, report
 from demo.core.errors import DemoError
 from demo.models import calibration_store
+from demo.models.calibration_result import Calibration
+
+from .calibrations import candidate, made_up, saved
 
 K_MAX = 4
 PROMPT = "Write a Python function that reverses a string."
@@ -24,16 +28,16 @@ def result(presets, session_store, smollm2_ir):
 
 
 def test_curve_is_measured_for_every_step_size_and_mode(result):
-    curves = result["main"]["gguf"]["verify_s"]
+    curves = result.main["gguf"].verify_s
     assert set(curves) == {"fair", "race"}
     for curve in curves.values():
         assert len(curve) == K_MAX + 1 and all(0 < v < 5 for v in curve)
-    assert result["main"]["gguf"]["memory_bytes"] > 10 << 20  # a compiled 135M model is not free
-    assert all(0 < v < 5 for v in result["draft"]["gguf"]["step_s"].values())
+    assert result.main["gguf"].memory_bytes > 10 << 20  # a compiled 135M model is not free
+    assert all(0 < v < 5 for v in result.draft["gguf"].step_s.values())
 
 
 def test_acceptance_comes_from_the_real_answer(result):
-    (runs,) = result["agreement_runs"]["gguf/gguf"]
+    (runs,) = result.agreement_runs["gguf/gguf"]
     assert 8 <= len(runs) <= NEW_TOKENS and all(0 <= r <= len(runs) - p for p, r in enumerate(runs))
     # The fixture drafts for itself: its guesses are its own greedy answer, all right
     # (up to the rare near-tie a one-pass prefill breaks differently from decoding).
@@ -57,25 +61,24 @@ def test_tokens_per_step_match_a_real_speculative_run(result, presets, session_s
     finally:
         cache.clear()
     assert run.error is None
-    (runs,) = result["agreement_runs"]["gguf/int4_sym"]
+    (runs,) = result.agreement_runs["gguf/int4_sym"]
     assert len(runs) == len(run.token_ids)
     assert sum(r > 0 for r in runs) < len(runs), "the int4 draft guessed everything: the check below proves nothing"
     measured_tau = (len(run.token_ids) - 1) / (run.ov_main_calls - 1)  # the prompt's call gives one token
-    counted = next(c for c in result["candidates"] if c["draft_format"] == "int4_sym" and c["k"] == K_MAX)
-    assert counted["tokens_per_step"] == pytest.approx(measured_tau, rel=0.15)
+    counted = next(c for c in result.candidates if c.draft_format == "int4_sym" and c.k == K_MAX)
+    assert counted.tokens_per_step == pytest.approx(measured_tau, rel=0.15)
 
 
 def test_choice_is_the_fastest_fitting_candidate(result):
     """As fast as any (within the 3 % calibration cannot tell apart), and among those the
     largest speedup over its own main model."""
-    for mode, choice in result["choice"].items():
-        pool = [c for c in result["candidates"] if c["mode"] == mode and c["fits"]]
-        fastest = max(c["speculative_tok_s"] for c in pool)
-        assert choice["speculative_tok_s"] >= 0.97 * fastest
-        near = [c for c in pool if c["speculative_tok_s"] >= 0.97 * fastest]
-        assert choice["speculative_tok_s"] / choice["baseline_tok_s"] == max(
-            c["speculative_tok_s"] / c["baseline_tok_s"] for c in near)
-        assert 1 <= choice["k"] <= K_MAX
+    for mode, choice in result.choice.items():
+        pool = [c for c in result.candidates if c.mode == mode and c.fits]
+        fastest = max(c.speculative_tok_s for c in pool)
+        assert choice.speculative_tok_s >= 0.97 * fastest
+        near = [c for c in pool if c.speculative_tok_s >= 0.97 * fastest]
+        assert choice.speedup == max(c.speedup for c in near)
+        assert 1 <= choice.k <= K_MAX
 
 
 def test_among_equally_fast_the_larger_speedup_wins():
@@ -95,10 +98,10 @@ def test_among_equally_fast_the_larger_speedup_wins():
 def test_a_race_needs_two_main_models_and_fair_mode_one(result):
     """A race holds two pipelines, each compiling the main model; fair mode loads them one
     at a time when both do not fit (Arena.loads_in_turn), so one main model and the draft."""
-    main = result["main"]["gguf"]["memory_bytes"]
-    for c in result["candidates"]:
-        draft = result["draft"][c["draft_format"]]["memory_bytes"]
-        assert c["memory_bytes"] == (2 if c["mode"] == "race" else 1) * main + draft
+    main = result.main["gguf"].memory_bytes
+    for c in result.candidates:
+        draft = result.draft[c.draft_format].memory_bytes
+        assert c.memory_bytes == (2 if c.mode == "race" else 1) * main + draft
 
 
 def test_the_pipeline_overhead_is_measured_from_real_steps(result):
@@ -108,12 +111,12 @@ def test_the_pipeline_overhead_is_measured_from_real_steps(result):
     How closely the predictions then match real runs is a speed question, measured by
     `scripts/step_by_k.py` (BENCHMARKS.md), not asserted here: this box drifts 20-30 % from
     one minute to the next. The arithmetic is checked by hand below, which cannot drift."""
-    measured_at = result["pipeline_overhead"]["fair"]
-    steps = measured_at["measured_step_s"]
+    measured_at = result.pipeline_overhead["fair"]
+    steps = measured_at.measured_step_s
     assert set(steps) == {str(k) for k in cost_model.overhead_ks(K_MAX)} == {"1", "3"}
     assert all(v > 0 for v in steps.values())
     assert steps["3"] > steps["1"], steps  # two more draft steps and two more verified tokens
-    assert measured_at["baseline_step_s"] > 0
+    assert measured_at.baseline_step_s > 0
 
 
 def test_prediction_with_overhead_by_hand():
@@ -146,23 +149,55 @@ def test_prediction_with_overhead_by_hand():
 
 def test_result_is_cached_per_machine_and_reused(result, presets, session_store):
     cached = calibration_store.load_cached(session_store, presets.get("smollm2-self-draft"))
-    assert cached["choice"] == json.loads(json.dumps(result["choice"]))
-    assert cached["fingerprint"]["isa_flags"] == result["fingerprint"]["isa_flags"]
+    assert cached.choice == result.choice
+    assert cached.fingerprint == result.fingerprint
+
+
+def test_a_fresh_result_round_trips_in_its_documented_form(result, presets, session_store):
+    """What calibrate returns is what it saved (plus where), and its JSON form reads back
+    equal; the fingerprint's machine part is demo.core.machine's, key for key."""
+    from demo.core.machine import fingerprint
+
+    assert isinstance(result, Calibration) and result.path
+    on_disk = json.loads(Path(result.path).read_text())
+    assert on_disk == {k: v for k, v in json.loads(result.to_json()).items() if k != "path"}
+    assert Calibration.model_validate_json(result.to_json()) == result
+    assert Calibration.model_validate(on_disk) == result.model_copy(update={"path": None})
+    assert set(result.fingerprint.model_dump()) == {k for k, _ in fingerprint()} | {"models"}
+    made = made_up({"race": ("int8", "gguf", 3), "fair": ("f16", "int8", 6)})
+    assert Calibration.model_validate(json.loads(made.to_json())) == made
+
+
+def test_every_calibration_in_the_repository_still_loads():
+    """bench-results/ keeps calibrations behind BENCHMARKS.md, older versions among them:
+    each reads into the model and writes back as it was."""
+    root = Path(__file__).resolve().parent.parent / "bench-results"
+    files = [p for p in sorted(root.glob("*.json")) if "calibration_version" in json.loads(p.read_text())]
+    assert len(files) >= 2
+    for path in files:
+        raw = json.loads(path.read_text())
+        loaded = Calibration.model_validate(raw)
+        assert loaded.to_dict() == raw, path.name
+        assert loaded.choice["race"].k >= 1 and loaded.fastest_alone.baseline_tok_s > 0
+        assert report.summary_lines(loaded)[0].startswith(f"calibration of {loaded.preset}")
+    assert {json.loads(p.read_text())["calibration_version"] for p in files} >= {2, 3}
 
 
 def test_format_auto_resolves_to_the_calibrated_choice(result, presets, session_store):
     from demo.models import formats
 
     spec = presets.get("smollm2-self-draft").main
-    assert formats.resolve_auto_format(spec, "main model", session_store) == result["choice"]["race"]["main_format"]
-    assert calibration_store.calibrated_format(spec, session_store, "fair") == result["choice"]["fair"]["main_format"]
+    assert formats.resolve_auto_format(spec, "main model", session_store) == result.choice["race"].main_format
+    assert calibration_store.calibrated_format(spec, session_store, "fair") == result.choice["fair"].main_format
     # Another machine's (or a damaged) calibration is never used.
     other = session_store.cache_dir / "calibration" / "smollm2-self-draft-elsewhere.json"
-    other.write_text(json.dumps({**json.loads(json.dumps(result)), "fingerprint": {**result["fingerprint"], "cores": 999},
-                                 "choice": {"race": {"main_format": "f16"}}}))
+    elsewhere = result.model_copy(update={"fingerprint": result.fingerprint.model_copy(update={"cores": 999}),
+                                          "choice": {"race": candidate("race", "f16", "gguf", 2)}})
+    other.write_text(elsewhere.to_json())
+    assert calibration_store.read(other) is not None  # read, then refused for its machine alone
     (session_store.cache_dir / "calibration" / "broken.json").write_text("{not json")
     try:
-        assert calibration_store.calibrated_format(spec, session_store) == result["choice"]["race"]["main_format"]
+        assert calibration_store.calibrated_format(spec, session_store) == result.choice["race"].main_format
     finally:
         other.unlink()
         (session_store.cache_dir / "calibration" / "broken.json").unlink()
@@ -209,12 +244,7 @@ def test_fair_mode_runs_on_the_fair_choice_where_models_yaml_says_auto(presets, 
     store = ModelStore(tmp_path)
     preset = presets.get("qwen2.5-coder-embedded")
     assert preset.main.format == "auto" and preset.draft.format == "auto"
-    path = calibration_store.cache_path(store, preset.name, calibration_store.fingerprint(preset, store))
-    path.parent.mkdir(parents=True)
-    path.write_text(json.dumps({"calibration_version": calibration_store.CALIBRATION_VERSION,
-                                "fingerprint": calibration_store.fingerprint(preset, store), "choice": {
-        "race": {"main_format": "int8", "draft_format": "gguf", "k": 3},
-        "fair": {"main_format": "f16", "draft_format": "int8", "k": 6}}}))
+    saved(preset, store, {"race": ("int8", "gguf", 3), "fair": ("f16", "int8", 6)})
     arena = Arena(presets, store)
     fair = RaceRequest(prompt="x", preset=preset.name, mode="fair")
     assert arena.formats_for(fair) == {"main_format": "f16", "draft_format": "int8"}
@@ -225,14 +255,24 @@ def test_fair_mode_runs_on_the_fair_choice_where_models_yaml_says_auto(presets, 
     assert arena.default_assistant_tokens(preset.name, "race") == 3
     named = RaceRequest(prompt="x", preset=preset.name, mode="fair", main_format="gguf", draft_format="gguf")
     assert arena.formats_for(named) == {"main_format": "gguf", "draft_format": "gguf"}
+    # "Why this speedup?" quotes the prediction for the pair a race ran on, and the fastest main alone.
+    from types import SimpleNamespace
+
+    from demo.core.settings import GenerationSettings
+
+    arena.prepared = lambda request: SimpleNamespace(main_format="f16", draft_format="int8")
+    at_6 = RaceRequest(prompt="x", preset=preset.name, mode="fair", settings=GenerationSettings(assistant_tokens=6))
+    assert arena.calibration_for(at_6) == {"predicted_speedup": 2.0, "formats": "main f16, draft int8",
+                                           "fastest_alone": "int8 main alone, about 1.0 tok/s"}
+    at_2 = RaceRequest(prompt="x", preset=preset.name, mode="fair", settings=GenerationSettings(assistant_tokens=2))
+    assert arena.calibration_for(at_2)["predicted_speedup"] is None  # K=2 was not a candidate here
 
 
 def test_choice_is_scored_against_a_measured_sweep():
     """The check BENCHMARKS.md quotes: the calibrated configuration's measured tok/s over
     the best measured one, and configurations outside the calibration say so."""
-    result = {"candidates": [{"mode": "fair", "main_format": "int8", "draft_format": "gguf", "k": k,
-                              "speculative_tok_s": 30.0 + k} for k in (3, 5)],
-              "choice": {"fair": {"main_format": "int8", "draft_format": "gguf", "k": 5}}}
+    result = made_up({"fair": ("int8", "gguf", 5)},
+                     candidates=[candidate("fair", "int8", "gguf", k, speculative_tok_s=30.0 + k) for k in (3, 5)])
 
     def agg(weights, k, tok_s, mode="sequential"):
         return {"method": "draft", "mode": mode, "weights": weights, "assistant_tokens": k,
@@ -273,14 +313,7 @@ def test_startup_calibrates_once_then_loads_the_chosen_formats(session_store, sm
 
     def choose_int8(preset, store, report=lambda m: None, **kw):
         calls.append(preset.name)
-        path = calibration_store.cache_path(store, preset.name, calibration_store.fingerprint(preset, store))
-        path.parent.mkdir(parents=True, exist_ok=True)
-        result = {"calibration_version": calibration_store.CALIBRATION_VERSION, "fingerprint": calibration_store.fingerprint(preset, store),
-                  "choice": {m: {"main_format": "int8", "draft_format": "gguf", "k": 2, "speculative_tok_s": 2.0,
-                                 "baseline_tok_s": 1.0} for m in ("race", "fair")}}
-        path.write_text(json.dumps(result))
-        return {**result, "preset": preset.name, "duration_s": 0, "cores": 2, "main": {}, "draft": {},
-                "agreement_runs": {}, "k_max": 2, "fastest_alone": {"main_format": "int8", "baseline_tok_s": 1.0}}
+        return saved(preset, store, {m: ("int8", "gguf", 2) for m in ("race", "fair")})
 
     monkeypatch.setattr(calibration, "calibrate", choose_int8)
     arena = Arena(presets, store)
@@ -353,7 +386,7 @@ def test_a_slow_flat_format_is_skipped_on_its_ends_alone():
 def test_race_curves_are_measured_sparsely_and_interpolated(result, monkeypatch):
     """The race curve is measured at a few M (one thread is slow) and filled in linearly."""
     assert measure.sparse_points(list(range(1, 10))) == [1, 2, 3, 5, 9]
-    assert result["race_curve_measured_at"] == measure.sparse_points(list(range(1, K_MAX + 2)))
+    assert result.race_curve_measured_at == measure.sparse_points(list(range(1, K_MAX + 2)))
     asked = []
 
     def measured(model, ms, repeats=None):

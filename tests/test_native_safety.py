@@ -208,9 +208,9 @@ def test_calibration_skips_a_crashing_format_and_resumes_after_an_interruption(o
     reused = [m for m in messages if m.endswith("measured before this restart, reused")]
     assert len(reused) == 3, messages
     assert len(log.read_text().splitlines()) == 1, "a recorded crash was tried again"
-    assert {c["main_format"] for c in result["candidates"]} == {"gguf"}
-    assert result["choice"]["race"]["main_format"] == result["choice"]["fair"]["main_format"] == "gguf"
-    assert any("int4_sym main with" in s and "SIGFPE" in s for s in result["skipped"]), result["skipped"]
+    assert {c.main_format for c in result.candidates} == {"gguf"}
+    assert result.choice["race"].main_format == result.choice["fair"].main_format == "gguf"
+    assert any("int4_sym main with" in s and "SIGFPE" in s for s in result.skipped), result.skipped
     assert not calibration_store.stages_path(store, preset.name, calibration_store.fingerprint(preset, store)).exists()
 
 

@@ -120,4 +120,4 @@ def _run(args) -> int:
         write_json(result, args.json)
     if args.plot:
         write_plot(result, args.plot)
-    return 130 if result["interrupted"] else 0
+    return 130 if result.interrupted else 0

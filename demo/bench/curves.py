@@ -34,19 +34,20 @@ def add_curves(aggregates: list, samples: list) -> list:
     return aggregates
 
 
-def plot_curves(ax, result: dict) -> None:
-    """Rate at which guess i was kept, given the ones before it were, per configuration."""
+def plot_curves(ax, result) -> None:
+    """Rate at which guess i was kept, given the ones before it were, per configuration of
+    a BenchResult (demo.bench.result)."""
     drawn = 0
-    for agg in result["aggregates"]:
-        curve = agg["overall"].get("acceptance_by_position")
+    for agg in result.aggregates:
+        curve = agg.overall.acceptance_by_position
         if not curve or not any(r is not None for r in curve["rate"]):
             continue
         xs = [i + 1 for i, r in enumerate(curve["rate"]) if r is not None]
         ys = [r for r in curve["rate"] if r is not None]
-        label = f"{agg['mode']} {'lookup' if agg['method'] == 'prompt_lookup' else 'draft'} K={agg['assistant_tokens']}"
-        if agg.get("weights", "preset") != "preset":
-            label = f"{agg['weights']} {label}"
-        ax.plot(xs, ys, marker="o", linestyle="--" if agg["method"] == "prompt_lookup" else "-", label=label)
+        label = f"{agg.mode} {'lookup' if agg.method == 'prompt_lookup' else 'draft'} K={agg.assistant_tokens}"
+        if agg.weights != "preset":
+            label = f"{agg.weights} {label}"
+        ax.plot(xs, ys, marker="o", linestyle="--" if agg.method == "prompt_lookup" else "-", label=label)
         drawn += 1
     from matplotlib.ticker import MaxNLocator
 

@@ -1,8 +1,8 @@
 """The measurement: every configuration warmed up once, then every prompt × repeat, both
 sides per repeat (alone in turn for fair, at once for race), one sample each (run_bench).
 
-The result is the dict `--json` writes; demo.bench.report aggregates and prints it,
-demo.bench.plot draws it.
+The result is a BenchResult (demo.bench.result: the JSON form `--json` writes, typed);
+demo.bench.report aggregates and prints it, demo.bench.plot draws it.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from ..core.streaming import BASELINE, SPECULATIVE
 from .curves import add_curves, sample_curve
 from .plan import METHOD_LABELS, MODES, Config, normalize_modes, weights_label
 from .report import aggregate
+from .result import BenchResult
 
 # progress(done, total, message): `done` of `total` runs (warm-ups included) are finished.
 Progress = Callable[[int, int, str], None]
@@ -53,14 +54,14 @@ def run_bench(
     stop: Optional[threading.Event] = None,
     race_thread_count: Optional[int] = None,
     formats: Optional[Sequence[tuple]] = None,
-) -> dict:
-    """Measure and return the result dict (what --json writes).
+) -> BenchResult:
+    """Measure and return the result (BenchResult; report.write_json writes it).
 
     `assistant_tokens` defaults to the preset's K; `prompts` overrides the built-in set
     (then `prompt_classes` and `limit_prompts` are ignored); `arena` reuses an engine
     (and its loaded pipelines), else one is made from `models` and `cache_dir` that keeps
     only one pipeline pair loaded at a time. Setting `stop`, or Ctrl-C, ends the
-    measurement early: the result then holds what was measured and "interrupted": True.
+    measurement early: the result then holds what was measured, with `interrupted` True.
     """
     from ..engine.arena import how_it_ran, threads_for
 
@@ -197,7 +198,7 @@ def run_bench(
     result["finished_at"] = _iso(finished)
     result["duration_s"] = round(finished - started, 3)
     result["aggregates"] = add_curves(aggregate(result["samples"]), result["samples"])
-    return result
+    return BenchResult.model_validate(result)  # built as its JSON form, checked against the model
 
 
 def _make_arena(models: Optional[Path], cache_dir: Optional[Path]):

@@ -7,10 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..core.bench_prompts import CLASSES
-from ..core.streaming import BASELINE, SPECULATIVE
 from .curves import plot_curves
 from .plan import METHOD_LABELS
 from .report import describe
+from .result import BenchResult
 
 
 def _plot_classes(left, aggs, modes, methods) -> None:
@@ -20,16 +20,16 @@ def _plot_classes(left, aggs, modes, methods) -> None:
     markers = {"fair": "o", "race": "s"}
     for mode in modes:
         for method in methods:
-            series = sorted((a for a in aggs if a["mode"] == mode and a["method"] == method),
-                            key=lambda a: a["assistant_tokens"])
-            classes = list(dict.fromkeys(c for a in series for c in a["classes"]))
+            series = sorted((a for a in aggs if a.mode == mode and a.method == method),
+                            key=lambda a: a.assistant_tokens)
+            classes = list(dict.fromkeys(c for a in series for c in a.classes))
             for cls in classes:
                 xs, ys = [], []
                 for a in series:
-                    st = a["classes"].get(cls)
-                    if st and st["speedup"]:
-                        xs.append(a["assistant_tokens"])
-                        ys.append(st["speedup"]["median"])
+                    st = a.classes.get(cls)
+                    if st and st.speedup:
+                        xs.append(a.assistant_tokens)
+                        ys.append(st.speedup.median)
                 if not xs:
                     continue
                 label = cls
@@ -50,16 +50,16 @@ def _plot_formats(ax, aggs, weights, modes) -> None:
     alone: dict = {}
     for i, w in enumerate(weights):
         for mode in modes:
-            series = sorted((a for a in aggs if a.get("weights") == w and a["mode"] == mode and a["method"] == "draft"),
-                            key=lambda a: a["assistant_tokens"])
+            series = sorted((a for a in aggs if a.weights == w and a.mode == mode and a.method == "draft"),
+                            key=lambda a: a.assistant_tokens)
             if not series:
                 continue
-            ax.plot([a["assistant_tokens"] for a in series],
-                    [a["overall"]["speculative_tokens_per_s"]["mean"] for a in series],
+            ax.plot([a.assistant_tokens for a in series],
+                    [a.overall.speculative_tokens_per_s.mean for a in series],
                     "-" if mode != "race" else "--", marker="o", color=f"C{i}",
                     label=w + (f" ({mode})" if len(modes) > 1 else ""))
             main = w.split("/")[0]
-            alone.setdefault((main, mode), []).extend(a["overall"]["baseline_tokens_per_s"]["mean"] for a in series)
+            alone.setdefault((main, mode), []).extend(a.overall.baseline_tokens_per_s.mean for a in series)
     for j, ((main, mode), values) in enumerate(sorted(alone.items())):
         level = sum(values) / len(values)
         ax.axhline(level, color="grey", linestyle=":", linewidth=0.9)
@@ -69,28 +69,28 @@ def _plot_formats(ax, aggs, weights, modes) -> None:
     ax.set_title("formats × K (dotted: the main model alone)")
 
 
-def write_plot(result: dict, path: Path) -> None:
+def write_plot(result: BenchResult, path: Path) -> None:
     """Median speedup vs K per prompt class; mean tok/s per mode; acceptance by position (curves.py)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    aggs = result["aggregates"]
-    modes = list(dict.fromkeys(a["mode"] for a in aggs))
-    methods = list(dict.fromkeys(a["method"] for a in aggs))
+    aggs = result.aggregates
+    modes = list(dict.fromkeys(a.mode for a in aggs))
+    methods = list(dict.fromkeys(a.method for a in aggs))
     fig, (left, right, by_position) = plt.subplots(1, 3, figsize=(17, 4.8))
-    fig.suptitle(f"Speculative decoding on {result['preset']['name']} "
-                 f"({result['settings']['max_new_tokens']} new tokens"
-                 f"{', interrupted' if result['interrupted'] else ''})")
+    fig.suptitle(f"Speculative decoding on {result.preset['name']} "
+                 f"({result.settings['max_new_tokens']} new tokens"
+                 f"{', interrupted' if result.interrupted else ''})")
 
-    weights = list(dict.fromkeys(a.get("weights") for a in aggs if a.get("weights")))
+    weights = list(dict.fromkeys(a.weights for a in aggs if a.weights))
     if len(weights) > 1:
         _plot_formats(left, aggs, weights, modes)
     else:
         _plot_classes(left, aggs, modes, methods)
     left.set_xlabel("assistant tokens (K)")
-    ks = sorted({a["assistant_tokens"] for a in aggs})
+    ks = sorted({a.assistant_tokens for a in aggs})
     if ks:
         left.set_xticks(ks)
     if left.get_legend_handles_labels()[0]:
@@ -104,9 +104,9 @@ def write_plot(result: dict, path: Path) -> None:
         means, stds = [], []
         for mode in modes:
             values = [
-                (s[BASELINE] if field.startswith("baseline") else s[SPECULATIVE])["tokens_per_s"]
-                for s in result["samples"]
-                if s["mode"] == mode and s["speedup"] is not None and (method is None or s["method"] == method)
+                (s.baseline if field.startswith("baseline") else s.speculative).tokens_per_s
+                for s in result.samples
+                if s.mode == mode and s.speedup is not None and (method is None or s.method == method)
             ]
             d = describe(values)
             means.append(d["mean"] if d else 0.0)

@@ -1,5 +1,6 @@
 """The benchmark's numbers: statistics per configuration, prompt class and prompt
-(aggregate), the plain-text table (format_table) and the JSON file (write_json).
+(aggregate, over the samples as measure.py builds them), the plain-text table
+(format_table) and the JSON file (write_json) of a finished BenchResult.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Iterable, Optional
 from ..core.files import write_atomic
 from ..core.streaming import BASELINE, SPECULATIVE
 from .plan import METHOD_LABELS
+from .result import BenchResult, Stats
 
 METRICS = {
     "baseline_tokens_per_s": lambda s: s[BASELINE]["tokens_per_s"],
@@ -75,33 +77,33 @@ def aggregate(samples: list[dict]) -> list[dict]:
     return out
 
 
-def _pm(d: Optional[dict], fmt: str, scale: float = 1.0) -> str:
+def _pm(d: Optional[Stats], fmt: str, scale: float = 1.0) -> str:
     if not d:
         return "-"
-    return f"{d['mean'] * scale:{fmt}} ± {d['std'] * scale:{fmt}}"
+    return f"{d.mean * scale:{fmt}} ± {d.std * scale:{fmt}}"
 
 
-def _one(d: Optional[dict], fmt: str, key: str = "mean") -> str:
-    return f"{d[key]:{fmt}}" if d else "-"
+def _one(d: Optional[Stats], fmt: str, key: str = "mean") -> str:
+    return f"{getattr(d, key):{fmt}}" if d else "-"
 
 
-def format_table(result: dict) -> str:
+def format_table(result: BenchResult) -> str:
     """A short aligned plain-text table: one row per configuration and prompt class, plus 'all'."""
     header = ["mode", "method", "K", "class", "n", "baseline tok/s", "spec tok/s",
               "TTFT base ms", "TTFT spec ms", "accept", "tok/step", "speedup", "median", "weights"]
     rows = []
-    for agg in result["aggregates"]:
-        groups = list(agg["classes"].items())
+    for agg in result.aggregates:
+        groups = list(agg.classes.items())
         if len(groups) > 1 or not groups:
-            groups.append(("all", agg["overall"]))
+            groups.append(("all", agg.overall))
         for name, st in groups:
             rows.append([
-                agg["mode"], METHOD_LABELS.get(agg["method"], agg["method"]), str(agg["assistant_tokens"]),
-                name, str(st["samples"] - st["failed"]),
-                _pm(st["baseline_tokens_per_s"], ".1f"), _pm(st["speculative_tokens_per_s"], ".1f"),
-                _pm(st["baseline_ttft_s"], ".0f", 1000), _pm(st["speculative_ttft_s"], ".0f", 1000),
-                _one(st["acceptance_rate"], ".2f"), _one(st["tokens_per_step"], ".2f"),
-                _pm(st["speedup"], ".2f"), _one(st["speedup"], ".2f", "median"), agg.get("weights", "preset"),
+                agg.mode, METHOD_LABELS.get(agg.method, agg.method), str(agg.assistant_tokens),
+                name, str(st.samples - st.failed),
+                _pm(st.baseline_tokens_per_s, ".1f"), _pm(st.speculative_tokens_per_s, ".1f"),
+                _pm(st.baseline_ttft_s, ".0f", 1000), _pm(st.speculative_ttft_s, ".0f", 1000),
+                _one(st.acceptance_rate, ".2f"), _one(st.tokens_per_step, ".2f"),
+                _pm(st.speedup, ".2f"), _one(st.speedup, ".2f", "median"), agg.weights,
             ])
     right = {2, 4, 5, 6, 7, 8, 9, 10, 11, 12}
     widths = [max(len(r[i]) for r in [header] + rows) for i in range(len(header))]
@@ -109,10 +111,10 @@ def format_table(result: dict) -> str:
     def line(cells: list[str]) -> str:
         return "  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
 
-    m, v = result["machine"], result["versions"]
+    m, v, settings = result.machine, result.versions, result.settings
     out = [
-        f"preset {result['preset']['name']}; {result['settings']['max_new_tokens']} new tokens, "
-        f"{result['settings']['repeat']} repeat(s), greedy{', exact (f32)' if result['settings']['exact'] else ''}",
+        f"preset {result.preset['name']}; {settings['max_new_tokens']} new tokens, "
+        f"{settings['repeat']} repeat(s), greedy{', exact (f32)' if settings['exact'] else ''}",
         f"{m['cpu_model']}, {m['cores']} cores ({' '.join(m['isa_flags']) or 'no ISA flags found'}); "
         f"openvino {v.get('openvino')}, openvino_genai {v.get('openvino_genai')}",
         line(header),
@@ -120,13 +122,14 @@ def format_table(result: dict) -> str:
     ] + [line(r) for r in rows]
     if not rows:
         out.append("(no samples)")
-    for e in result["errors"]:
-        out.append(f"failed: {e.get('weights', 'preset')} {e['mode']} {e['method']} K={e['assistant_tokens']} ({e['stage']}): "
-                   + "; ".join(f"{side}: {msg}" for side, msg in e["errors"].items()))
-    if result["interrupted"]:
-        out.append(f"interrupted: {len(result['samples'])} sample(s) measured before the stop")
+    for e in result.errors:
+        out.append(f"failed: {e.weights} {e.mode} {e.method} K={e.assistant_tokens} ({e.stage}): "
+                   + "; ".join(f"{side}: {msg}" for side, msg in e.errors.items()))
+    if result.interrupted:
+        out.append(f"interrupted: {len(result.samples)} sample(s) measured before the stop")
     return "\n".join(out)
 
 
-def write_json(result: dict, path: Path) -> None:
-    write_atomic(path, json.dumps(result, indent=1) + "\n")
+def write_json(result: BenchResult, path: Path) -> None:
+    """The result's JSON form (BenchResult.to_dict: the keys it was built with, "class" by name)."""
+    write_atomic(path, json.dumps(result.to_dict(), indent=1) + "\n")

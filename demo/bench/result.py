@@ -11,8 +11,9 @@ Benchmark tab write, and what load_result reads back, older files included.
                   median, min, max, n) overall, per prompt class and per prompt
 
 Older files still load: "sequential" (the old name of fair) reads as "fair", and a file
-from before weight-format sweeps reads as weights "preset". run_bench still returns the
-plain dict this model describes; tests/test_bench.py checks a fresh one matches it exactly.
+from before weight-format sweeps reads as weights "preset". run_bench builds the JSON form
+and returns it validated as a BenchResult; to_dict gives that form back unchanged
+(tests/test_bench.py checks a fresh one, failed and stopped runs included).
 """
 
 from __future__ import annotations

@@ -63,7 +63,7 @@ def main(argv: Optional[list[str]] = None) -> int:
             print("(cached for this machine; --force measures again)", file=sys.stderr)
         print("\n".join(summary_lines(result)))
         if args.json:
-            args.json.write_text(json.dumps(result, indent=1))
+            args.json.write_text(result.to_json())
         if args.plot:
             write_plot(result, args.plot)
         if args.against:
@@ -88,10 +88,6 @@ def _formats(text: str) -> list[str]:
     if not out or bad:
         raise DemoError(f"Formats must be a comma-separated list of: {', '.join(FORMATS)}.")
     return out
-
-
-if __name__ == "__main__":
-    sys.exit(main())
 
 
 if __name__ == "__main__":

@@ -1,8 +1,8 @@
 """Calibrate a preset on this machine: which weight formats and how many assistant tokens
 (the command line is demo/calibrate/__main__.py, the report demo/calibrate/report.py).
 
-What is fastest depends on the CPU and on memory (../shared/design/models.md, "Machines
-differ"): where a compressed MatMul costs almost K+1 times as much to verify K+1 tokens,
+What is fastest depends on the CPU and on memory (BENCHMARKS.md compares machines): where
+a compressed MatMul costs almost K+1 times as much to verify K+1 tokens,
 speculation barely pays; where the verify step is bound by memory, it pays a lot. So we
 measure, for each candidate format:
   * the main model's cost for one forward step of M = 1..K_max+1 new tokens after a
@@ -21,7 +21,7 @@ The raw model misses what a real pipeline adds to each step (scheduling, samplin
 KV caches), which favours small K and fast-stepping formats: so, per mode, the best
 format pair runs in the arena's own speculative pipeline at K=1 and two larger K, the
 difference between its real and predicted steps gives an overhead of a + b·K per step
-(through the two larger K; K=1 keeps its own, as its real step sits 20 % below that line),
+(through the two larger K; K=1 keeps its own, as its real step sits off that line),
 and every configuration is predicted again with it before choosing (among those within 3 % of the
 fastest, the one with the largest speedup over its own main model). Results are cached
 per machine fingerprint (CPU, ISA flags, cores, RAM, OpenVINO version, model checksums)
@@ -33,13 +33,13 @@ Every measurement runs in a child process, one saved stage at a time
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from dataclasses import asdict, dataclass
 from typing import Callable, Optional, Sequence
 
 from ..core.errors import DemoError
+from ..models.calibration_result import Calibration
 from ..models.calibration_store import CALIBRATION_VERSION, cache_path, fingerprint, stages_path
 from .cost_model import overhead_ks, pick_among_fastest, predict
 from .measure import DRAFT_REPEATS, PREFIX_TOKENS, REPEATS, others_busy, sparse_points
@@ -64,11 +64,11 @@ Report = Callable[[str], None]
 class Plan:
     """How much a calibration measures. The launch plan is what `python app.py` runs on a
     fresh machine before it says Ready: acceptance from the first main format's answers
-    only (the others' agree within a few %: 95 % against 93 % on the embedded pair),
-    sparse curves everywhere, fewer rounds, and a real pipeline timed on one prompt, over
-    its first `overhead_new_tokens` tokens (enough steps at every K; half the time of 128;
-    fewer in race mode, whose steps are slower), only at the two K its overhead line goes
-    through (K=1 then follows the line)."""
+    only (formats of one model agree with the draft within a few %), sparse curves
+    everywhere, fewer rounds, and a real pipeline timed on one prompt, over its first
+    `overhead_new_tokens` tokens (enough steps at every K; fewer in race mode, whose steps
+    are slower) and only at the two K its overhead line goes through (K=1 then follows the
+    line)."""
 
     name: str
     sparse_fair: bool = False
@@ -89,11 +89,10 @@ LAUNCH = Plan("launch", sparse_fair=True, repeats=3, acceptance_per_main=False, 
 def launch_formats(isa_flags: Sequence[str]) -> tuple[list[str], list[str]]:
     """(main, draft) formats a first launch calibrates: the GGUF-derived IR it already has and
     the compressed format that won on this CPU class (BENCHMARKS.md): int4_sym where integer
-    dot products are fast (VNNI or AMX: fastest main alone on Zen 4 and the AMX Xeon), f16
-    where only AVX2 (compressed verify steps cost nearly K+1 tokens there, f16 barely more
-    than one). The first main format answers the acceptance prompts, so the faster one goes
-    first (int4_sym: 88 against 198 ms a token on the AMX Xeon), and a slower format that
-    cannot beat it is not measured further. `python -m demo.calibrate` measures every format."""
+    dot products are fast (VNNI or AMX), f16 where only AVX2 (compressed verify steps cost
+    nearly K+1 tokens there, f16 barely more than one). The first main format answers the
+    acceptance prompts, so the faster one goes first, and a slower format that cannot beat
+    it is not measured further. `python -m demo.calibrate` measures every format."""
     fast_int = any(f in isa_flags for f in ("avx512_vnni", "avx_vnni", "amx_int8"))
     return (["int4_sym", "gguf"] if fast_int else ["gguf", "f16"]), ["gguf"]
 
@@ -122,8 +121,9 @@ def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMA
               prompts: Optional[Sequence[str]] = None, max_new_tokens: int = DEFAULT_NEW_TOKENS,
               budget: Optional[int] = None, report: Report = lambda m: None,
               stop: Optional[threading.Event] = None, slot=None,
-              stages_module: str = "demo.calibrate.stages", plan: Plan = FULL) -> dict:
-    """Measure `preset` on this machine and save the choice (see the module docstring).
+              stages_module: str = "demo.calibrate.stages", plan: Plan = FULL) -> Calibration:
+    """Measure `preset` on this machine, save the choice and return it, its `path` set
+    (see the module docstring; the saved form: demo.models.calibration_result).
 
     Every measurement runs in a child process, one stage at a time (demo.calibrate.stages):
     `slot(what)` is entered around each stage (the app's admission point, so visitors wait
@@ -245,7 +245,7 @@ def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMA
         candidates += pool
         choice[mode] = pick_among_fastest(fitting(pool))
     alone = max((c for c in candidates if c["mode"] == "fair" and c["fits"]), key=lambda c: c["baseline_tok_s"])
-    result = {
+    result = Calibration.model_validate({
         "calibration_version": CALIBRATION_VERSION,
         "preset": preset.name,
         "fingerprint": fp,
@@ -276,8 +276,7 @@ def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMA
         "fastest_alone": {"main_format": alone["main_format"], "baseline_tok_s": alone["baseline_tok_s"]},
         # Configurations that crashed OpenVINO on this machine, skipped (demo.engine.safety).
         "skipped": stages.skipped(list(folders.values())),
-    }
-    path = write_atomic(cache_path(store, preset.name, fp), json.dumps(result, indent=1))
+    })
+    path = write_atomic(cache_path(store, preset.name, fp), result.to_json())
     stages.finish()
-    result["path"] = str(path)
-    return result
+    return result.model_copy(update={"path": str(path)})

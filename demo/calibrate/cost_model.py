@@ -69,10 +69,9 @@ def dominated(fair_curve: Sequence[float], mains: dict, drafts: dict, runs: dict
     return bound < best
 
 
-# Configurations predicted within 3 % of the fastest are as fast as calibration can tell
-# (its predictions land 0.9–1.1× the measured): among them the one where speculation
-# does the most work wins, since showing what it buys is this demo's point. The page
-# names the fastest main-alone configuration next to it, so no visitor is misled.
+# Closer than this to the fastest, calibration cannot tell configurations apart; among them
+# the one where speculation does the most work wins, since showing what it buys is this
+# demo's point (the page names the fastest main-alone configuration next to it).
 TIE_MARGIN = 0.03
 
 
@@ -86,9 +85,8 @@ def pick_among_fastest(fitting: Sequence[dict]) -> dict:
 
 def overhead_ks(k_max: int, with_k1: bool = True) -> tuple[int, ...]:
     """The K a real pipeline is timed at: the two its overhead line goes through, and 1
-    unless `with_k1` is False (1, 2, 6 for K up to 8). K=1's own step is worth timing: on the
-    Zen 4 EPYC it sat 20 % below the line through 2 and 6, which fits K=2..6 within 1 %
-    (scripts/step_by_k.py)."""
+    unless `with_k1` is False (1, 2, 6 for K up to 8). K=1's own step is worth timing: a real
+    step is not linear in K there, and the line through the larger K misses it."""
     lo = max(1, k_max // 4)
     line = (lo, max(lo + 1, 3 * k_max // 4))
     return tuple(sorted({1, *line} if with_k1 else line))

@@ -11,6 +11,7 @@ import threading
 from typing import Callable, ContextManager
 
 from ..models import formats
+from ..models.calibration_result import Calibration
 from ..models.sources import has_formats
 from . import calibration
 from .report import summary_lines
@@ -45,8 +46,8 @@ class LaunchCalibrator:
         calibration.prepare_candidates(preset, store, plan["main_formats"], plan["draft_formats"], report=report)
 
     def calibrate(self, preset, store, report: Callable[[str], None],
-                  slot: Callable[[str], ContextManager]) -> dict:
+                  slot: Callable[[str], ContextManager]) -> Calibration:
         return calibration.calibrate(preset, store, report=report, slot=slot, **self.plan())
 
-    def summary_lines(self, result: dict) -> list[str]:
+    def summary_lines(self, result: Calibration) -> list[str]:
         return summary_lines(result)

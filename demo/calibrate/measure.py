@@ -17,8 +17,7 @@ from .cost_model import fit_overhead
 
 PREFIX_TOKENS = 100
 REPEATS = 5
-# A draft step is short (20 ms) and speculation pays K of them per step: 5 samples read
-# it 35 % high once (26 against 19.5 ms), which pushed the choice towards K=1. 20 cost < 1 s.
+# A draft step is short and each speculative step pays K of them, so its noise moves K (BENCHMARKS.md).
 DRAFT_REPEATS = 20
 # A real pipeline's steps are timed for at least this long per K (production prompts take
 # longer than that in one round; the test fixture's short answers repeat).
@@ -166,9 +165,7 @@ def pipeline_overhead(pair: tuple, folders: dict, prompts: Sequence[str], max_ne
     largest K gives a (per step: scheduling, sampling, the verify's bookkeeping) and b (per
     guess: the draft's own scheduler step) for the K not timed.
 
-    The raw model leaves all that out; on a Zen 4 EPYC it was about 20 ms a step
-    (int4_sym/gguf K=2: 99 ms real against 79 modelled), so the model preferred small K
-    and fast-stepping formats, and chose K=1 at 0.77× the best."""
+    The raw model leaves all that out, and a fixed cost per step weighs most on small K."""
     import gc
 
     from ..core.settings import GenerationSettings, PipelineOptions
@@ -179,10 +176,10 @@ def pipeline_overhead(pair: tuple, folders: dict, prompts: Sequence[str], max_ne
                   PipelineOptions(threads=threads))
 
     def step_s(runner, k_values: Sequence[int]) -> dict:
-        """Seconds per streamed step at each K, the K interleaved prompt by prompt (the box
-        drifts 10-20 % from minute to minute), over rounds of the prompts until each K has
-        OVERHEAD_MIN_S of timed steps (a 32-token answer of a small model is 0.3 s: one
-        run read the baseline 30 % slow), at most OVERHEAD_MAX_ROUNDS rounds."""
+        """Seconds per streamed step at each K, the K interleaved prompt by prompt (so a
+        machine's drift hits every K alike), over rounds of the prompts until each K has
+        OVERHEAD_MIN_S of timed steps (one short answer is too few to time), at most
+        OVERHEAD_MAX_ROUNDS rounds."""
         seconds, steps = dict.fromkeys(k_values, 0.0), dict.fromkeys(k_values, 0)
         for _ in range(OVERHEAD_MAX_ROUNDS):
             for text in prompts:
@@ -204,8 +201,7 @@ def pipeline_overhead(pair: tuple, folders: dict, prompts: Sequence[str], max_ne
     for side in (BASELINE, SPECULATIVE):  # one pipeline in memory at a time
         runner = build_side(key, side, lambda m: None, warmup=False)
         try:
-            # Untimed: the first run compiles kernels for each new shape (a real prompt's
-            # prefill, K+1-token verify steps); it read the first K 10–20 ms a step high.
+            # A real prompt's first run compiles kernels for new shapes: untimed.
             runner.run(prompts[0], GenerationSettings(max_new_tokens=WARMUP_TOKENS, assistant_tokens=ks[0]),
                        lambda chunk: True)
             for k, seconds in step_s(runner, ks if side == SPECULATIVE else ks[:1]).items():

@@ -6,61 +6,61 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..core.errors import DemoError
+from ..models.calibration_result import Calibration
 from .calibration import BUSY_SHARE
 from .cost_model import tokens_per_step
 
 
-def summary_lines(result: dict) -> list[str]:
-    lines = [f"calibration of {result['preset']} ({result['duration_s']} s, {result['cores']} cores, "
-             f"ISA {' '.join(result['fingerprint']['isa_flags'] or [])})"]
-    busy = max((b for b in result.get("others_busy") or [] if b is not None), default=0.0)
+def summary_lines(result: Calibration) -> list[str]:
+    lines = [f"calibration of {result.preset} ({result.duration_s} s, {result.cores} cores, "
+             f"ISA {' '.join(result.fingerprint.isa_flags)})"]
+    busy = max((b for b in result.others_busy or [] if b is not None), default=0.0)
     if busy > BUSY_SHARE:
         lines.append(f"  warning: other processes used {busy:.0%} of the CPU around the measurement; "
                      "times may be high: run again with --force on a quiet machine")
-    for fmt, m in result["main"].items():
-        fair = m["verify_s"]["fair"]
+    for fmt, m in result.main.items():
+        fair = m.verify_s["fair"]
         one = fair[0]
-        if m.get("dominated"):
-            ends = m.get("fair_measured_at")
+        if m.dominated:
+            ends = m.fair_measured_at
             curve = (f"M={ends[-1]} ÷ 1: {fair[ends[-1] - 1] / one:.2f}" if ends
                      else f"M=1..{len(fair)} ÷ 1: " + " ".join(f"{v / one:.2f}" for v in fair))
             lines.append(f"  main {fmt:9s} 1 token {one * 1000:6.1f} ms; {curve}; cannot beat the others here: "
                          "not measured further")
             continue
         curve = " ".join(f"{v / one:.2f}" for v in fair)
-        decode = f" (real decoding step {m['decode_step_s'] * 1000:.1f} ms)" if m.get("decode_step_s") else ""
+        decode = f" (real decoding step {m.decode_step_s * 1000:.1f} ms)" if m.decode_step_s else ""
         lines.append(f"  main {fmt:9s} 1 token {one * 1000:6.1f} ms{decode}; M=1..{len(fair)} tokens ÷ 1 token: "
-                     f"{curve}; {m['memory_bytes'] / (1 << 30):.1f} GB")
-    for fmt, d in result["draft"].items():
-        lines.append(f"  draft {fmt:8s} 1 token {d['step_s']['fair'] * 1000:6.1f} ms")
-    for pair, runs in result["agreement_runs"].items():
+                     f"{curve}; {m.memory_bytes / (1 << 30):.1f} GB")
+    for fmt, d in result.draft.items():
+        lines.append(f"  draft {fmt:8s} 1 token {d.step_s['fair'] * 1000:6.1f} ms")
+    for pair, runs in result.agreement_runs.items():
         tokens = sum(len(r) for r in runs)
         right = sum(1 for r in runs for a in r if a > 0)
         lines.append(f"  {pair:14s} draft guesses {right / max(1, tokens) * 100:.0f}% of {tokens} answer tokens right; "
-                     f"tokens per step K=1..{result['k_max']}: "
-                     + " ".join(f"{tokens_per_step(runs, k):.2f}" for k in range(1, result["k_max"] + 1)))
-    for mode, o in (result.get("pipeline_overhead") or {}).items():
-        steps = ", ".join(f"K={k} {o['measured_step_s'][k] * 1000:.1f} ms (model {o['predicted_step_s'][k] * 1000:.1f})"
-                          for k in o["measured_step_s"])
-        lines.append(f"  {mode:4s} pipeline, main {o['main_format']}, draft {o['draft_format']}: a real step {steps}; "
-                     f"the other K add {o['per_step_s'] * 1000:.1f} ms + {o['per_guess_s'] * 1000:.1f} ms × K; "
-                     f"main alone {o['baseline_step_s'] * 1000:.1f} ms a token, {o['baseline_overhead_s'] * 1000:+.1f} "
+                     f"tokens per step K=1..{result.k_max}: "
+                     + " ".join(f"{tokens_per_step(runs, k):.2f}" for k in range(1, result.k_max + 1)))
+    for mode, o in result.pipeline_overhead.items():
+        steps = ", ".join(f"K={k} {o.measured_step_s[k] * 1000:.1f} ms (model {o.predicted_step_s[k] * 1000:.1f})"
+                          for k in o.measured_step_s)
+        lines.append(f"  {mode:4s} pipeline, main {o.main_format}, draft {o.draft_format}: a real step {steps}; "
+                     f"the other K add {o.per_step_s * 1000:.1f} ms + {o.per_guess_s * 1000:.1f} ms × K; "
+                     f"main alone {o.baseline_step_s * 1000:.1f} ms a token, {o.baseline_overhead_s * 1000:+.1f} "
                      "ms on the model's")
-    for mode, c in result["choice"].items():
-        lines.append(f"  {mode:4s}: main {c['main_format']}, draft {c['draft_format']}, K={c['k']}: predicted "
-                     f"{c['speculative_tok_s']:.1f} tok/s vs {c['baseline_tok_s']:.1f} alone "
-                     f"({c['speculative_tok_s'] / c['baseline_tok_s']:.2f}×)")
-    fa = result["fastest_alone"]
-    lines.append(f"  fastest main alone: {fa['main_format']} at {fa['baseline_tok_s']:.1f} tok/s (predicted)")
+    for mode, c in result.choice.items():
+        lines.append(f"  {mode:4s}: main {c.main_format}, draft {c.draft_format}, K={c.k}: predicted "
+                     f"{c.speculative_tok_s:.1f} tok/s vs {c.baseline_tok_s:.1f} alone ({c.speedup:.2f}×)")
+    fa = result.fastest_alone
+    lines.append(f"  fastest main alone: {fa.main_format} at {fa.baseline_tok_s:.1f} tok/s (predicted)")
     return lines
 
 
-def against_sweep(result: dict, sweep: dict, mode: str = "fair") -> list[str]:
+def against_sweep(result: Calibration, sweep: dict, mode: str = "fair") -> list[str]:
     """Calibration's choice checked against a measured sweep (`python -m demo.bench --json`
-    over formats and K, same mode): predicted vs measured for every configuration, and the
-    measured tok/s of the calibrated choice against the sweep's best."""
-    predicted = {(c["main_format"], c["draft_format"], c["k"]): c["speculative_tok_s"]
-                 for c in result["candidates"] if c["mode"] == mode}
+    over formats and K, same mode, as read from its file): predicted vs measured for every
+    configuration, and the measured tok/s of the calibrated choice against the sweep's best."""
+    predicted = {(c.main_format, c.draft_format, c.k): c.speculative_tok_s
+                 for c in result.candidates if c.mode == mode}
     measured = {}
     for agg in sweep["aggregates"]:
         if agg["method"] != "draft" or agg["mode"] not in (("sequential", "fair") if mode == "fair" else ("race",)):
@@ -75,8 +75,8 @@ def against_sweep(result: dict, sweep: dict, mode: str = "fair") -> list[str]:
         lines.append(f"  {key[0]}/{key[1]} K={key[2]}: measured {measured[key]:5.1f}" +
                      (f", predicted {guess:5.1f} ({guess / measured[key]:.2f}×)" if guess else ", not calibrated"))
     best = max(measured, key=measured.get)
-    c = result["choice"][mode]
-    chosen = (c["main_format"], c["draft_format"], c["k"])
+    c = result.choice[mode]
+    chosen = (c.main_format, c.draft_format, c.k)
     if chosen in measured:
         lines.append(f"  calibrated choice {chosen[0]}/{chosen[1]} K={chosen[2]}: {measured[chosen]:.1f} tok/s = "
                      f"{measured[chosen] / measured[best]:.2f}× the sweep's best ({best[0]}/{best[1]} K={best[2]}, "
@@ -86,7 +86,7 @@ def against_sweep(result: dict, sweep: dict, mode: str = "fair") -> list[str]:
     return lines
 
 
-def write_plot(result: dict, path: Path) -> None:
+def write_plot(result: Calibration, path: Path) -> None:
     """This machine's verify-cost curves: cost of one main-model step of M tokens ÷ one token."""
     import matplotlib
 
@@ -95,21 +95,21 @@ def write_plot(result: dict, path: Path) -> None:
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
     for ax, mode in zip(axes, ("fair", "race")):
-        for i, (fmt, m) in enumerate(result["main"].items()):
-            curve = m["verify_s"].get(mode)  # a format that could not win has no race curve
+        for i, (fmt, m) in enumerate(result.main.items()):
+            curve = m.verify_s.get(mode)  # a format that could not win has no race curve
             if curve:
                 ax.plot(range(1, len(curve) + 1), [v / curve[0] for v in curve], marker="o", color=f"C{i}",
                         label=f"{fmt} ({curve[0] * 1000:.0f} ms for 1 token)")
-        top = result["k_max"] + 1
+        top = result.k_max + 1
         ax.plot([1, top], [1, top], ":", color="grey", label="each token costs a full step")
         ax.axhline(1.0, color="grey", linewidth=0.8)
-        threads = result["threads"][mode]
+        threads = result.threads[mode]
         ax.set_title(f"{mode}: {threads or 'all'} thread(s) per pipeline")
         ax.set_xlabel("tokens checked in one main-model step (K + 1)")
         ax.legend(fontsize="small")
     axes[0].set_ylabel("step cost ÷ cost of 1 token")
-    flags = " ".join(result["fingerprint"].get("isa_flags") or [])
-    fig.suptitle(f"Verify-cost curves, {result['preset']} main model ({flags})", fontsize=10)
+    flags = " ".join(result.fingerprint.isa_flags)
+    fig.suptitle(f"Verify-cost curves, {result.preset} main model ({flags})", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)

@@ -1,10 +1,10 @@
 """Calibration, one stage at a time, each stage in a child process (demo.core.isolation).
 
 A stage measures one thing (a draft format, a main format, a real pipeline's overhead in
-one mode, or converts one weight format). Run in a child, a native crash (the f16 main
-with one thread raises SIGFPE on an AMX Xeon) costs only that stage: the configuration the
-child announced last is recorded unusable for this machine (demo.engine.safety), the stage runs
-again without it, and calibration goes on. Each finished stage is saved, so a restart
+one mode, or converts one weight format). Run in a child, a native crash (demo.core.isolation
+says which are known) costs only that stage: the configuration the child announced last is
+recorded unusable for this machine (demo.engine.safety), the stage runs again without it,
+and calibration goes on. Each finished stage is saved, so a restart
 resumes instead of measuring again; the app runs each stage in its own admission slot, so
 a visitor waits at most one stage, never the whole calibration.
 

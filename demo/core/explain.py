@@ -2,7 +2,7 @@
 
 Speculative decoding wins when checking K+1 tokens in one main-model step costs little
 more than producing one token (the step is bound by reading the weights from memory), and
-loses when each extra checked token costs arithmetic (models.md, "Machines differ"). The
+loses when each extra checked token costs arithmetic (BENCHMARKS.md compares CPUs). The
 standard model (Leviathan et al.): with τ tokens gained per step, K draft steps of cost d
 and one verify step of cost v(K+1), speculative tok/s = τ / (K·d + v(K+1)), against
 1 / v(1) for the main model alone.

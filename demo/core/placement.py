@@ -17,8 +17,8 @@ from .settings import GenerationSettings, PipelineOptions
 from .streaming import SIDES, SPECULATIVE
 
 # Greedy outputs of the baseline and speculative pipelines match exactly only with all
-# three (models.md): the multi-token verify step otherwise runs in bf16 with other kernels
-# and near-ties flip. Any subset was not enough.
+# three: the multi-token verify step otherwise runs in lower precision with other kernels,
+# and near-ties flip.
 EXACT_PROPERTIES = {
     "INFERENCE_PRECISION_HINT": "f32",
     "KV_CACHE_PRECISION": "f32",
@@ -37,10 +37,9 @@ NPU_MIN_RESPONSE_TOKENS = 256
 class SchedulerSettings:
     """The continuous-batching scheduler every side of a comparison is built with.
 
-    Prefix caching is off for all: with it on, a repeated prompt skips its prefill on a
-    pipeline that keeps its cache, which made a repeated 900-token prompt 19x faster to a
-    first token on the baseline only (BENCHMARKS.md). 256 batched tokens with split-fuse is
-    the library's own SchedulerConfig default."""
+    Prefix caching is off for all: with it on, a repeated prompt skips its prefill on
+    whichever pipeline kept its cache, a free first token for one side only. 256 batched
+    tokens with split-fuse is the library's own SchedulerConfig default."""
 
     cache_size_gb: int
     max_num_batched_tokens: int = 256
@@ -93,8 +92,7 @@ def properties_for(device: str, options: PipelineOptions) -> dict:
     if options.exact:
         props.update({name: EXACT_PROPERTIES[name] for name in EXACT_SUPPORT.get(k, ())})
     if k == "CPU" and options.threads is not None:
-        # No pinning: with pinning both pipelines' threads land on the same core (measured:
-        # 1.0 core used of 2).
+        # No pinning: with pinning both pipelines' threads land on the same cores.
         props.update({"INFERENCE_NUM_THREADS": options.threads, "ENABLE_CPU_PINNING": False})
     if k == "NPU":
         props.update({"MAX_PROMPT_LEN": NPU_MAX_PROMPT_TOKENS, "MIN_RESPONSE_LEN": NPU_MIN_RESPONSE_TOKENS})

@@ -75,8 +75,7 @@ def cpu_cores() -> int:
 def race_threads(cores: Optional[int] = None) -> int:
     """Threads per pipeline while the two race: an even split of the cores.
 
-    Measured on 2 cores (BENCHMARKS.md): OpenVINO's default gives each pipeline every core,
-    4 busy threads fight over 2 cores and the visible speedup shrinks; one thread each
-    with CPU pinning off kept the race closest to the fair ratio.
+    OpenVINO's default gives each pipeline every core, so the two fight over them and the
+    visible speedup shrinks; an even split keeps the race closest to the fair ratio.
     """
     return max(1, (cores or cpu_cores()) // 2)

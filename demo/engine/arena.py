@@ -125,10 +125,11 @@ class Arena:
         preset = self.presets.get(request.preset)
         if request.mode != "fair" or preset.draft is None:
             return wanted
-        choice = ((load_cached(self.store, preset) or {}).get("choice") or {}).get("fair") or {}
+        calibration = load_cached(self.store, preset)
+        choice = calibration.choice.get("fair") if calibration is not None else None
         for role, spec in (("main", preset.main), ("draft", preset.draft)):
             if wanted[f"{role}_format"] is None and getattr(spec, "format", None) == "auto" and choice:
-                wanted[f"{role}_format"] = choice[f"{role}_format"]
+                wanted[f"{role}_format"] = choice.format_of(role)
         return wanted
 
     def prepared(self, request: RaceRequest) -> Optional[PreparedPair]:
@@ -270,10 +271,8 @@ class Arena:
         """K for a preset: this machine's calibrated choice if it has one, else models.yaml's."""
         preset = self.presets.get(preset_name)
         result = load_cached(self.store, preset)
-        try:
-            return int(result["choice"][mode]["k"])
-        except (TypeError, KeyError, ValueError):
-            return preset.assistant_tokens
+        choice = result.choice.get(mode) if result is not None else None
+        return choice.k if choice is not None else preset.assistant_tokens
 
     # -- results --------------------------------------------------------------------------
     def summarize(self, results: dict, request: RaceRequest) -> Summary:
@@ -305,13 +304,12 @@ class Arena:
         result = load_cached(self.store, preset)
         if result is None or pair is None:
             return None
-        formats = {"main": pair.main_format, "draft": pair.draft_format}
         mode = "race" if request.mode == "race" else "fair"
-        match = [c for c in result["candidates"] if c["mode"] == mode and c["k"] == request.settings.assistant_tokens
-                 and c["main_format"] == formats["main"] and c["draft_format"] == formats["draft"]]
-        fastest = result["fastest_alone"]
+        match = [c for c in result.candidates if c.mode == mode and c.k == request.settings.assistant_tokens
+                 and c.main_format == pair.main_format and c.draft_format == pair.draft_format]
+        fastest = result.fastest_alone
         return {
-            "predicted_speedup": match[0]["speculative_tok_s"] / match[0]["baseline_tok_s"] if match else None,
-            "formats": f"main {formats['main']}, draft {formats['draft']}",
-            "fastest_alone": f"{fastest['main_format']} main alone, about {fastest['baseline_tok_s']:.1f} tok/s",
+            "predicted_speedup": match[0].speedup if match else None,
+            "formats": f"main {pair.main_format}, draft {pair.draft_format}",
+            "fastest_alone": f"{fastest.main_format} main alone, about {fastest.baseline_tok_s:.1f} tok/s",
         }

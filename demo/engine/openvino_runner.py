@@ -120,9 +120,9 @@ class OpenVINORunner:
         self.kv_tokens = kv_tokens      # tokens its KV-cache pools hold (None: no pool, or unknown)
         self._lock = threading.Lock()  # one generate() at a time per pipeline
         if warmup:
-            # The first generate() after load compiles kernels: 4–12 s to first token on the
-            # 1.5B. Pay that now, not in the first run a visitor watches. A pipeline that
-            # cannot even do this is broken: fail the load instead of caching it.
+            # The first generate() after load compiles kernels (seconds): pay that now, not in
+            # the first run a visitor watches. A pipeline that cannot even do this is broken:
+            # fail the load instead of caching it.
             result = self.run("Hi", GenerationSettings(max_new_tokens=4, method=method), lambda c: True)
             if result.error:
                 raise DemoError(f"The {side} pipeline loaded but failed its warm-up run ({result.error}); "

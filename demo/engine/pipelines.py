@@ -88,8 +88,8 @@ class PipelineCache:
         else from their files.
 
         Each side compiles the main model (the speculative side the draft too), and the
-        weight files are doubled, since the CPU plugin may expand f16 weights to f32
-        (models.md: the f16 1.5B main took 12.3 GB); plus the KV-cache pools.
+        weight files are doubled, since the CPU plugin may expand f16 weights to f32 (README.md,
+        fair mode); plus the KV-cache pools.
         """
         if (key, sides) in self._sizes:
             return self._sizes[(key, sides)]
@@ -209,9 +209,8 @@ class SideInTurn:
 
 def kv_pool_bytes(key: PairKey) -> int:
     """The speculative pipeline's KV-cache pools: `cache_size_gb` for the main model and, with
-    a draft, as much again for the draft's own scheduler. Measured on the SmolLM2 pair with
-    cache_size 1: resident memory rose by ~140 MB per 5,400-token prompt and stopped at
-    +2.3 GB; short prompts touch a few MB of new blocks per race until the pools are full."""
+    a draft, as much again for the draft's own scheduler: long prompts fill both pools, so
+    a pair's memory grows to this and no further (BENCHMARKS.md)."""
     return (2 if key.draft else 1) * key.options.cache_size_gb * (1 << 30)
 
 

@@ -29,9 +29,14 @@ class Runner(Protocol):
         wait for the pipeline) and on_chunk for every step; return a RunResult."""
 
 
-def _run_side(runner: Runner, prompt: str, settings: GenerationSettings, stop: threading.Event,
-              emit: Callable[[Event], None], phase: str = "live") -> None:
-    """Run one side to the end, turning every failure into a reported result."""
+def run_side(runner: Runner, prompt: str, settings: GenerationSettings, stop: threading.Event,
+             emit: Callable[[Event], None], phase: str = "live") -> None:
+    """Run one side to the end in the calling thread, as events: emit(StartEvent) when its
+    generate() really begins, emit(ChunkEvent) for every step (tagged `phase`), then exactly
+    one emit(DoneEvent) whose result carries any failure as a sentence (DemoError's own,
+    else unexpected()'s), never an exception. Setting `stop` ends the run within a step and
+    marks the result cancelled. The race, the three-way lanes and a Serve replica's
+    SideWorker all run a side through this."""
     started: list[float] = []
 
     def on_start(t: float) -> None:
@@ -104,7 +109,7 @@ def race(runners: dict, prompt, settings: GenerationSettings,
     workers = _Workers(on_finished)
     for s in SIDES:
         mine = prompt[s] if isinstance(prompt, dict) else prompt
-        workers.start(f"race-{s}", lambda r=runners[s], p=mine: _run_side(r, p, settings, stop, events.put))
+        workers.start(f"race-{s}", lambda r=runners[s], p=mine: run_side(r, p, settings, stop, events.put))
     pending = set(SIDES)
     try:
         while pending:
@@ -194,7 +199,7 @@ def one_by_one(lanes: list, prompt: str, stop: Optional[threading.Event] = None,
             except DemoError as e:
                 events.put(DoneEvent(name, _failed(name, [], str(e))))
                 continue
-            _run_side(_Lane(name, runner), prompt, settings, stop, events.put)
+            run_side(_Lane(name, runner), prompt, settings, stop, events.put)
             del runner  # the next lane may evict this one's pipelines: hold no reference
         events.put(None)
 

@@ -140,7 +140,7 @@ class NativeGuard:
 
 def smoke_test(args: dict, send: Callable[[str], None]) -> dict:
     """The child's side: compile the folder with the thread count, prefill 100 tokens, then
-    decode a few steps (what crashed the AMX Xeon); ms per decoded token."""
+    decode a few steps (where the known native crashes happen); ms per decoded token."""
     from .stateful import StatefulModel
 
     model = StatefulModel(Path(args["folder"]), args["threads"])

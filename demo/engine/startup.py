@@ -12,6 +12,7 @@ import threading
 from typing import TYPE_CHECKING, Callable, ContextManager, Optional, Protocol
 
 from ..core.errors import DemoError
+from ..models.calibration_result import Calibration
 from ..models.calibration_store import load_cached
 from .request import RaceRequest
 
@@ -51,11 +52,11 @@ class Calibrator(Protocol):
         """Convert the weight formats the calibration will measure (no quiet machine needed)."""
 
     def calibrate(self, preset, store, report: Callable[[str], None],
-                  slot: Callable[[str], ContextManager]) -> dict:
+                  slot: Callable[[str], ContextManager]) -> Calibration:
         """Measure and save the choice (demo.models.calibration_store); `slot(what)` is
         entered around each measuring stage."""
 
-    def summary_lines(self, result: dict) -> list[str]:
+    def summary_lines(self, result: Calibration) -> list[str]:
         """The result in a few lines for the terminal."""
 
 
@@ -127,7 +128,7 @@ def _calibrate_once(arena: "Arena", request: RaceRequest, report: Callable[[str]
         report(f"calibrating: {message}")
 
     # Converting weights needs no quiet machine: visitors race meanwhile. The multi-threaded
-    # part starts once the pair is warm: on 2 cores it delayed the first race.
+    # part starts once the pair is warm, so it never delays the first race on few cores.
     calibrator.prepare_candidates(preset, arena.store, report=converting)
 
     @contextlib.contextmanager

@@ -17,7 +17,8 @@ import threading
 from typing import Callable, Iterator, Optional
 
 # A cancel reaches a waiting job within one heartbeat (plus the admission's own poll to
-# leave the line); issue 21 asks for half a second. Each heartbeat is one small update.
+# leave the line), so Stop in the line takes effect within half a second. Each heartbeat is
+# one small update.
 HEARTBEAT_S = 0.2
 
 

@@ -6,4 +6,5 @@
   gguf_rewrite.py       re-quantize GGUF tensors OpenVINO cannot read (Q5_0 -> Q4_0)
   prepare.py            prepare_preset: a preset's main and draft, checked to share a tokenizer
   calibration_store.py  this machine's saved calibrations, read back (demo.calibrate writes them)
+  calibration_result.py  a calibration, typed (Calibration): its JSON form, old versions included
 """

@@ -1,10 +1,11 @@
 """This machine's calibrations, as saved: where they live and how they are read back.
 
-demo.calibrate measures a preset and writes its result here, keyed by the machine
-fingerprint (CPU, ISA flags, cores, RAM, OpenVINO version) and the models' checksums. What
-reads it lives below the engine: `format: auto` (demo.models.formats) resolves to the
-calibrated choice, and the engine's front door reads the calibrated K and the prediction a
-race is explained with. Cheap: a few small JSON files, no model is loaded.
+demo.calibrate measures a preset and writes its result here (a Calibration, whose JSON
+form demo.models.calibration_result documents), keyed by the machine fingerprint (CPU, ISA
+flags, cores, RAM, OpenVINO version) and the models' checksums. What reads it lives below
+the engine: `format: auto` (demo.models.formats) resolves to the calibrated choice, and the
+engine's front door reads the calibrated K and the prediction a race is explained with.
+Cheap: a few small JSON files, no model is loaded.
 """
 
 from __future__ import annotations
@@ -14,9 +15,11 @@ import json
 from pathlib import Path
 from typing import Optional
 
-# 2: acceptance per format pair from greedy answers; interleaved timing. 3: a real
-# pipeline's overhead per step in every prediction; fair mode's memory is one main model.
-# 4: K=1 timed in the real pipeline too (version 3 extrapolated it and read it 25 % slow).
+from pydantic import ValidationError
+
+from .calibration_result import Calibration
+
+# Raised whenever what is measured, or how, changes: an older result is measured again.
 CALIBRATION_VERSION = 4
 
 
@@ -50,19 +53,28 @@ def calibrated_format(spec, store, mode: str = "race", role: Optional[str] = Non
     machine = {k: list(v) if isinstance(v, tuple) else v for k, v in machine_fingerprint()}
     wanted = model_hash(spec)
     for path in sorted((store.cache_dir / "calibration").glob("*.json")):
-        try:
-            result = json.loads(path.read_text())
-            if result.get("calibration_version") != CALIBRATION_VERSION:
-                continue
-            fp = result["fingerprint"]
-            if any(fp.get(k) != v for k, v in machine.items()):
-                continue
-            for which in ((role,) if role else ("main", "draft")):
-                if fp["models"].get(which) == wanted:
-                    return result["choice"][mode][f"{which}_format"]
-        except (OSError, ValueError, KeyError, TypeError):
-            continue  # a damaged or foreign file is ignored, never fatal
+        result = read(path)
+        if result is None or mode not in result.choice:
+            continue
+        fp = result.fingerprint.model_dump()
+        if any(fp.get(k) != v for k, v in machine.items()):
+            continue
+        for which in ((role,) if role else ("main", "draft")):
+            if result.fingerprint.models.get(which) == wanted:
+                return result.choice[mode].format_of(which)
     return None
+
+
+def read(path: Path) -> Optional[Calibration]:
+    """The calibration saved in `path`, or None: a damaged or foreign file (a stage file,
+    another version's result) is ignored, never fatal."""
+    try:
+        result = json.loads(path.read_text())
+        if not isinstance(result, dict) or result.get("calibration_version") != CALIBRATION_VERSION:
+            return None  # an older calibration measured less (or differently): measure again
+        return Calibration.model_validate(result)
+    except (OSError, ValueError, ValidationError):
+        return None
 
 
 def _key(fp: dict) -> str:
@@ -78,29 +90,22 @@ def stages_path(store, preset_name: str, fp: dict) -> Path:
     return store.cache_dir / "calibration" / f"{preset_name}-{_key(fp)}.stages.json"
 
 
-def load_cached(store, preset) -> Optional[dict]:
+def load_cached(store, preset) -> Optional[Calibration]:
     """This machine's calibration of `preset`, or None."""
-    try:
-        path = cache_path(store, preset.name, fingerprint(preset, store))
-        result = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    # An older calibration measured less (or differently): measure again rather than guess.
-    return result if isinstance(result, dict) and result.get("calibration_version") == CALIBRATION_VERSION else None
+    return read(cache_path(store, preset.name, fingerprint(preset, store)))
 
 
-def step_costs(result: Optional[dict], main_format: Optional[str], draft_format: Optional[str], mode: str):
+def step_costs(result: Optional[Calibration], main_format: Optional[str], draft_format: Optional[str], mode: str):
     """What one speculative step costs in `mode` ("race" or "fair") for these weight formats,
-    from a calibration result (load_cached): demo.core.acceptance.StepCosts, or None when the
+    from a calibration (load_cached): demo.core.acceptance.StepCosts, or None when the
     calibration did not measure them (no result, another format, a main format it skipped)."""
     from ..core.acceptance import StepCosts
 
-    try:
-        verify = result["main"][main_format]["verify_s"][mode]
-        draft = result["draft"][draft_format]["step_s"][mode]
-        overhead = (result.get("pipeline_overhead") or {}).get(mode) or {}
-        return StepCosts(draft_s=float(draft), verify_s=tuple(float(v) for v in verify),
-                         per_step_s=float(overhead.get("per_step_s", 0.0)),
-                         per_guess_s=float(overhead.get("per_guess_s", 0.0)))
-    except (TypeError, KeyError, ValueError):
+    main = result.main.get(main_format) if result is not None else None
+    draft = result.draft.get(draft_format) if result is not None else None
+    if main is None or draft is None or mode not in main.verify_s or mode not in draft.step_s:
         return None
+    overhead = result.pipeline_overhead.get(mode)  # none measured: none added
+    return StepCosts(draft_s=draft.step_s[mode], verify_s=tuple(main.verify_s[mode]),
+                     per_step_s=overhead.per_step_s if overhead else 0.0,
+                     per_guess_s=overhead.per_guess_s if overhead else 0.0)

@@ -2,9 +2,9 @@
 
 OpenVINO GenAI's GGUF reader keeps each weight in its GGUF block layout (u4/u8 values with
 per-block scales and zero points, unpacked by a small subgraph in front of every MatMul).
-Which layout is fastest depends on the machine (../shared/design/models.md, "Machines
-differ"): on AVX2 without VNNI an f16 main makes verifying K draft tokens almost as cheap
-as one, while int8 is the fastest single-token format. So a pypi or gguf model can be
+Which layout is fastest depends on the machine (BENCHMARKS.md compares CPUs): on AVX2
+without VNNI an f16 main makes verifying K draft tokens almost as cheap as one, while
+int8 is the fastest single-token format. So a pypi or gguf model can be
 prepared in any of these formats, each its own ready IR folder:
 
   gguf       the IR the GGUF reader makes (the default; nothing re-quantized)

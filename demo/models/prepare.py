@@ -12,7 +12,7 @@ from typing import Optional
 from ..core.errors import DemoError
 from .presets import Preset
 from .room import check_room
-from .sources import ModelStore, Progress, _no_progress
+from .sources import ModelStore, Progress, no_progress
 
 
 @dataclass
@@ -27,7 +27,7 @@ class PreparedPair:
     draft_format: Optional[str] = None
 
 
-def prepare_preset(preset: Preset, store: ModelStore, progress: Progress = _no_progress,
+def prepare_preset(preset: Preset, store: ModelStore, progress: Progress = no_progress,
                    main_format: Optional[str] = None, draft_format: Optional[str] = None,
                    cancel: Optional[threading.Event] = None) -> PreparedPair:
     """Prepare main and draft, then check that they share a tokenizer.

@@ -1,6 +1,6 @@
 """Room for a prepare: free disk and free memory checked against what it will take, before
 any download, export or conversion starts, so a prepare a visitor caused never fills the
-disk or memory that everyone's races need (issue 21).
+disk or memory that everyone's races need.
 
 What a model takes is estimated from what models.yaml declares: a pypi or gguf model's
 file size (ModelStore.space_needed: each format made from it), an export's `parameters`.
@@ -23,7 +23,7 @@ from .sources import ModelStore
 # Bytes a parameter takes in an exported IR, per optimum-intel weight format.
 IR_BYTES_PER_PARAMETER = {"fp32": 4.0, "fp16": 2.0, "int8": 1.0, "int4": 0.6}
 DOWNLOAD_BYTES_PER_PARAMETER = 2.0  # Hub checkpoints are mostly f16/bf16
-# optimum loads the PyTorch model in f32 to trace and convert it: Dolly-7b took ~30 GB.
+# optimum loads the PyTorch model in f32 to trace and convert it.
 EXPORT_RAM_BYTES_PER_PARAMETER = 4.0
 HEADROOM = 1.1  # estimates, not measurements: ask for a tenth more
 

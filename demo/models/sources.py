@@ -41,8 +41,8 @@ from .presets import ExportSource, GgufSource, HubSource, LocalSource, ModelSpec
 CACHE_ENV = "SPECDEC_CACHE_DIR"
 
 
-def _no_progress(stage: str, done: float, total: float) -> None:
-    pass
+def no_progress(stage: str, done: float, total: float) -> None:
+    """The default Progress: report nothing."""
 
 
 def _checkpoint(cancel: Optional[threading.Event], role: str) -> Callable[[], None]:
@@ -164,7 +164,7 @@ class ModelStore:
         return folder if is_ready_folder(folder) else None
 
     # -- preparing ----------------------------------------------------------------------
-    def prepare(self, spec: ModelSpec, role: str = "model", progress: Progress = _no_progress,
+    def prepare(self, spec: ModelSpec, role: str = "model", progress: Progress = no_progress,
                 weight_format: Optional[str] = None,
                 cancel: Optional[threading.Event] = None) -> PreparedModel:
         """Make sure `spec` is an IR folder on disk, in `weight_format` (None: the spec's own), and return it.
@@ -346,7 +346,7 @@ class ModelStore:
 
     # -- hub ----------------------------------------------------------------------------
     def _hub_snapshot(self, spec: HubSource, local_only: bool, role: str = "model",
-                      progress: Progress = _no_progress,
+                      progress: Progress = no_progress,
                       checkpoint: Callable[[], None] = lambda: None) -> Optional[Path]:
         """A ready IR repo from the Hub, kept in huggingface_hub's own cache.
 

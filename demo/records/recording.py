@@ -30,7 +30,7 @@ from ..core.settings import MAX_NEW_TOKENS_LIMIT, MAX_PROMPT_CHARS
 from ..core.files import write_atomic
 
 FORMAT = "speculative-arena-recording"
-VERSION = 2  # 2: a lane may hold its acceptance curve by position (version 1 files load as they are)
+VERSION = 2  # raised when the form grows; older files load as they are (lanes without acceptance curves)
 MAX_SECONDS = 900.0             # a replay never runs longer than this
 MAX_STEP_TOKENS = 64            # K is at most 32 on the page; a step is K accepted + 1
 # Bounded by its token count, so a replay costs what its race did: real text is ~4 characters a

@@ -38,7 +38,7 @@ from ..core.settings import GenerationSettings
 from .csv_export import PAGE_EXPORT_ROWS, write_csv
 
 FILE_NAME = "scoreboard.sqlite"
-SCHEMA_VERSION = 2               # 2: the sampling column
+SCHEMA_VERSION = 2               # raised with each new column; an older file gains it on open (_migrate)
 MAX_ROWS = 50_000
 BUSY_TIMEOUT_S = 3.0
 MAX_STORED_PROMPT_CHARS = 2_000  # with --keep-prompts: enough to recognise a prompt, bounded per row

@@ -24,7 +24,7 @@ LOCAL_ENV = {
     "RAY_USAGE_STATS_ENABLED": "0",
     "RAY_SERVE_SESSION_ID_HEADER_KEY": "cookie",
 }
-OBJECT_STORE_MB = 500  # Ray reserves ~30 % of memory by default (6.9 GiB here); events are small
+OBJECT_STORE_MB = 500  # Ray's default reserves ~30 % of memory; a race's events are small
 
 # Replicas on other machines import this package from a copy Ray uploads (working_dir); only
 # the code and models.yaml travel, never the venv, caches, models or recordings.

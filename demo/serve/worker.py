@@ -27,7 +27,7 @@ from typing import Callable, Optional
 from ..core.errors import DemoError, unexpected
 from ..core.streaming import ChunkEvent, DoneEvent, StatusEvent
 from ..engine.arena import RaceRequest, validate_prompt
-from ..engine.race import _run_side
+from ..engine.race import run_side
 from .protocol import Refusal
 
 JOURNAL_SIZE = 20
@@ -89,7 +89,7 @@ class SideWorker:
                 return
             if stop.is_set():
                 return
-            _run_side(runner, prompt, settings, stop, put)
+            run_side(runner, prompt, settings, stop, put)
 
         def body() -> None:
             try:

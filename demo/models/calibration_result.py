@@ -1,0 +1,155 @@
+"""A calibration, typed (pydantic): what demo.calibrate measures and saves for this machine,
+and what demo.models.calibration_store reads back (`format: auto`, K, "Why this speedup?").
+
+The JSON form, as saved in the cache's calibration/ folder and written by
+`python -m demo.calibrate --json` (seconds, bytes, tokens per second; "mode" is fair or race):
+
+    Calibration
+      calibration_version  the store's CALIBRATION_VERSION when it was measured; the store
+                           reads back only its own version
+      preset               the models.yaml preset measured
+      fingerprint          Fingerprint: cpu, isa_flags, cores, memory_bytes, openvino (the
+                           machine, demo.core.machine) and models {"main"|"draft": checksum}
+      started_at           Unix time; duration_s: how long it took
+      others_busy          [before, after]: other processes' share of the cores (None: unknown)
+      k_max, prompts, max_new_tokens, prefix_tokens   what was measured: K up to k_max, on
+                           `prompts` prompts answered to max_new_tokens, curves after a prefix
+      plan                 "full" or "launch" (demo.calibrate.calibration.Plan)
+      acceptance_from      the main format whose answers acceptance was counted on, when not
+                           every main format's (None: each its own)
+      threads              {mode: threads per pipeline} (None: OpenVINO's default, all cores)
+      race_curve_measured_at  the M a race curve was measured at; the others are interpolated
+      cores, budget_bytes  the cores and the memory budget the choice had to fit
+      main                 {format: MainFormat}: verify_s {mode: [one step of M = 1..k_max+1
+                           tokens]}, memory_bytes, dominated (could not win: not measured
+                           further), decode_step_s (a real decoding step, a check on M = 1)
+      draft                {format: DraftFormat}: step_s {mode: one token}, memory_bytes
+      agreement_runs       {"MAIN/DRAFT": per prompt, per answer token, how many guesses in a
+                           row from it the draft gets right}
+      pipeline_overhead    {mode: Overhead}: a real pipeline's steps at a few K against the
+                           model's ({"K": seconds}), the line a + b·K through them, and the
+                           main model alone's step
+      candidates           [Candidate]: every (main, draft, mode, K) predicted
+      choice               {mode: Candidate}: the one chosen
+      fastest_alone        FastestAlone: the fastest main format without a draft (fair mode)
+      skipped              sentences: configurations that crashed OpenVINO here, left out
+      path                 where it was saved (in the result calibrate returns and in --json)
+
+Older versions load as well (bench-results/ keeps versions 2 and 3): fields added since
+take their defaults, and version 2's load_before (the load average before measuring) is
+kept. to_dict gives back the keys a result was given, so a file reads and writes unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Optional
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Fingerprint(_Model):
+    """What the measurements depend on; a change in any of it means calibrating again."""
+
+    cpu: Optional[str]
+    isa_flags: list[str]
+    cores: Optional[int]
+    memory_bytes: Optional[int]
+    openvino: Optional[str]
+    models: dict[str, str]  # "main" | "draft" -> calibration_store.model_hash
+
+
+class MainFormat(_Model):
+    verify_s: dict[str, list[float]]  # mode -> one step of M = 1..k_max+1 tokens
+    memory_bytes: int
+    dominated: bool = False
+    decode_step_s: Optional[float] = None
+    # A main skipped on its curve's ends: the M measured; its fair curve is the line between.
+    fair_measured_at: Optional[list[int]] = None
+
+
+class DraftFormat(_Model):
+    step_s: dict[str, float]  # mode -> one token
+    memory_bytes: int
+
+
+class Overhead(_Model):
+    """A real pipeline of one mode against the standard model (demo.calibrate.measure.pipeline_overhead)."""
+
+    main_format: str
+    draft_format: str
+    measured_step_s: dict[str, float]   # "K" -> a real speculative step
+    predicted_step_s: dict[str, float]  # "K" -> the model's step
+    extra_s: dict[str, float] = Field(default_factory=dict)  # "K" -> real minus model
+    per_step_s: float    # a, of a + b·K: what every step adds
+    per_guess_s: float   # b: what every guess adds
+    baseline_step_s: float
+    baseline_overhead_s: float  # the main model alone: a real token minus the model's
+
+
+class Candidate(_Model):
+    """One configuration, predicted (demo.calibrate.cost_model.predict)."""
+
+    main_format: str
+    draft_format: str
+    mode: str
+    k: int
+    tokens_per_step: float
+    step_s: float
+    speculative_tok_s: float
+    baseline_tok_s: float
+    memory_bytes: int
+    fits: bool  # within the memory budget
+
+    def format_of(self, role: str) -> str:
+        """The weight format of the "main" or the "draft" model."""
+        return self.main_format if role == "main" else self.draft_format
+
+    @property
+    def speedup(self) -> float:
+        return self.speculative_tok_s / self.baseline_tok_s
+
+
+class FastestAlone(_Model):
+    main_format: str
+    baseline_tok_s: float
+
+
+class Calibration(_Model):
+    calibration_version: int
+    preset: str
+    fingerprint: Fingerprint
+    started_at: float
+    duration_s: float
+    others_busy: Optional[list[Optional[float]]] = None
+    load_before: Optional[float] = None  # version 2 only
+    k_max: int
+    plan: Optional[str] = None
+    acceptance_from: Optional[str] = None
+    prompts: int
+    max_new_tokens: int
+    prefix_tokens: int
+    threads: dict[str, Optional[int]]
+    race_curve_measured_at: Optional[list[int]] = None
+    cores: int
+    budget_bytes: int
+    main: dict[str, MainFormat]
+    draft: dict[str, DraftFormat]
+    agreement_runs: dict[str, list[list[int]]]
+    pipeline_overhead: dict[str, Overhead] = Field(default_factory=dict)
+    candidates: list[Candidate]
+    choice: dict[str, Candidate]
+    fastest_alone: FastestAlone
+    skipped: list[str] = Field(default_factory=list)
+    path: Optional[str] = None
+
+    def to_dict(self) -> dict:
+        """The JSON form: the keys it was given, none added."""
+        return self.model_dump(exclude_unset=True)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=1)
