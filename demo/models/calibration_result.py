@@ -22,7 +22,8 @@ The JSON form, as saved in the cache's calibration/ folder and written by
       cores, budget_bytes  the cores and the memory budget the choice had to fit
       main                 {format: MainFormat}: verify_s {mode: [one step of M = 1..k_max+1
                            tokens]}, memory_bytes, dominated (could not win: not measured
-                           further), decode_step_s (a real decoding step, a check on M = 1)
+                           further), decode_step_s (a real decoding step, a check on M = 1),
+                           fair_measured_at (a main skipped on its curve's ends: the M measured)
       draft                {format: DraftFormat}: step_s {mode: one token}, memory_bytes
       agreement_runs       {"MAIN/DRAFT": per prompt, per answer token, how many guesses in a
                            row from it the draft gets right}
