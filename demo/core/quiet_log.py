@@ -7,7 +7,8 @@ prepared beside the main model): each is rate-limited on its own, a duration is 
 within its stream (a one-word prefix such as "calibrating: "), not across streams, and two tasks that take
 turns (one waiting on the other's prepare) never reprint their lines: an identical line
 comes back only as a new occurrence of its step, at least `repeat_s` later. A task with percentages
-says its duration with its 100% line; one without says it when the next new task begins.
+says its duration with its 100% line; one without says it when the next new task begins,
+unless it is a wait.
 """
 
 from __future__ import annotations
@@ -17,6 +18,9 @@ import threading
 import time
 from typing import Callable, Optional
 
+# A wait is not a step: nothing says when it ends (the pair it waited for may already be
+# loaded), so the next step of its stream, minutes later, would time it wrongly.
+WAIT = "waiting for "
 _PROGRESS = re.compile(r"(?::\s*\d+(?:\.\d+)?%|…)\s*$")
 
 
@@ -41,7 +45,7 @@ class QuietLog:
             if state is None:
                 self._close(now, stream)
                 self._tasks[task] = {"started": now, "printed": now, "last": message}
-                if not progress:
+                if not progress and not task.startswith(WAIT):
                     self._open[stream] = task
                 self.write(message)
                 return
