@@ -19,6 +19,8 @@ from demo.engine import arena as arena_module, pipelines, request as request_mod
 from demo.engine.arena import RaceRequest, how_it_ran, threads_for
 from demo.engine.pipelines import PairKey, PipelineCache
 
+# OpenVINO GenAI's own property name (its plain continuous-batching adapter sets it to 1).
+SAMPLER = {"sampler_num_threads": 1}
 EXACT = {"INFERENCE_PRECISION_HINT": "f32", "KV_CACHE_PRECISION": "f32", "DYNAMIC_QUANTIZATION_GROUP_SIZE": "0"}
 
 
@@ -71,7 +73,7 @@ def settings_of(config) -> tuple:
 
 def test_a_cpu_race_splits_the_cores_and_builds_both_sides_from_equal_schedulers(monkeypatch):
     spy = load(monkeypatch, cores=4)
-    cpu = {"INFERENCE_NUM_THREADS": 2, "ENABLE_CPU_PINNING": False}
+    cpu = {"INFERENCE_NUM_THREADS": 2, "ENABLE_CPU_PINNING": False, **SAMPLER}
     assert spy.properties(BASELINE) == cpu
     assert spy.properties(SPECULATIVE) == cpu
     assert spy.properties("draft") == cpu
@@ -83,15 +85,15 @@ def test_a_cpu_race_splits_the_cores_and_builds_both_sides_from_equal_schedulers
 
 def test_a_gpu_draft_gets_no_cpu_properties_and_the_cpu_is_split_between_the_two_mains(monkeypatch):
     spy = load(monkeypatch, draft_device="GPU", cores=4)
-    assert spy.properties("draft") == {}
+    assert spy.properties("draft") == SAMPLER
     assert spy.properties(BASELINE) == spy.properties(SPECULATIVE) == {"INFERENCE_NUM_THREADS": 2,
-                                                                       "ENABLE_CPU_PINNING": False}
+                                                                       "ENABLE_CPU_PINNING": False, **SAMPLER}
 
 
 def test_a_gpu_main_leaves_the_whole_cpu_to_the_draft(monkeypatch):
     spy = load(monkeypatch, main_device="GPU", draft_device="CPU", cores=4)
-    assert spy.properties(BASELINE) == spy.properties(SPECULATIVE) == {}
-    assert spy.properties("draft") == {"INFERENCE_NUM_THREADS": 4, "ENABLE_CPU_PINNING": False}
+    assert spy.properties(BASELINE) == spy.properties(SPECULATIVE) == SAMPLER
+    assert spy.properties("draft") == {"INFERENCE_NUM_THREADS": 4, "ENABLE_CPU_PINNING": False, **SAMPLER}
     how = how_it_ran("race", PipelineOptions("GPU", "CPU"), "draft", 4)
     assert "4 threads for the one side on the CPU" in how and "the baseline side runs on GPU and takes no CPU share" in how
 
@@ -114,9 +116,10 @@ def test_an_npu_draft_makes_the_cpu_baseline_stateful_too(monkeypatch):
 def test_exact_mode_reaches_both_pipelines_and_the_draft(monkeypatch):
     spy = load(monkeypatch, exact=True, cores=2)
     for role in (BASELINE, SPECULATIVE, "draft"):
-        assert spy.properties(role) == {**EXACT, "INFERENCE_NUM_THREADS": 1, "ENABLE_CPU_PINNING": False}, role
+        assert spy.properties(role) == {**EXACT, "INFERENCE_NUM_THREADS": 1, "ENABLE_CPU_PINNING": False,
+                                        **SAMPLER}, role
     spy = load(monkeypatch, exact=True, draft_device="GPU", cores=2)
-    assert spy.properties("draft") == EXACT
+    assert spy.properties("draft") == {**EXACT, **SAMPLER}
 
 
 def test_prompt_lookup_gets_the_same_scheduler_as_its_baseline(monkeypatch):

@@ -27,6 +27,11 @@ EXACT_PROPERTIES = {
 # Which exact-mode properties each device kind accepts. The NPU computes in f16 only.
 EXACT_SUPPORT = {"CPU": tuple(EXACT_PROPERTIES), "GPU": tuple(EXACT_PROPERTIES), "NPU": ()}
 CPU_ONLY_PROPERTIES = ("INFERENCE_NUM_THREADS", "ENABLE_CPU_PINNING")
+# One sampler thread for every pipeline with a scheduler: OpenVINO GenAI's plain
+# continuous-batching pipeline (the baseline) forces one, while a speculative pipeline's
+# main and draft default to one per core, and those pools then take cores from inference
+# (one thread: +12 % speculative tok/s on a 2-core AMX Xeon, BENCHMARKS.md).
+SAMPLER_PROPERTIES = {"sampler_num_threads": 1}
 # Any NPU in a speculative pair selects OpenVINO GenAI's stateful backend, which compiles
 # for a fixed prompt length: prompts are checked against it, K only starts the adaptation.
 NPU_MAX_PROMPT_TOKENS = 1024
@@ -109,8 +114,18 @@ def stateful(options: PipelineOptions, method: str) -> bool:
 def pipeline_properties(device: str, options: PipelineOptions, method: str) -> dict:
     """An LLMPipeline's properties: its device's, plus the backend that keeps both sides alike."""
     props = properties_for(device, options)
-    if stateful(options, method) and kind(device) != "NPU":
+    if not stateful(options, method):
+        props.update(SAMPLER_PROPERTIES)
+    elif kind(device) != "NPU":
         props["ATTENTION_BACKEND"] = "SDPA"
+    return props
+
+
+def draft_properties(device: str, options: PipelineOptions, method: str) -> dict:
+    """The draft model's properties: its device's, and one sampler thread beside a scheduler."""
+    props = properties_for(device, options)
+    if not stateful(options, method):
+        props.update(SAMPLER_PROPERTIES)
     return props
 
 

@@ -247,7 +247,7 @@ def scheduler_config(options: PipelineOptions):
 def _load_pipelines(key: PairKey, sides: tuple, status: Callable[[str], None]) -> dict:
     """The LLMPipelines of the given sides, loaded (not warmed up) with the key's options:
     every side from the same scheduler settings, each constructor with its own device's
-    properties (placement.properties_for)."""
+    properties (placement.pipeline_properties, draft_properties)."""
     import openvino_genai as ov
 
     o = key.options
@@ -266,7 +266,8 @@ def _load_pipelines(key: PairKey, sides: tuple, status: Callable[[str], None]) -
         if SPECULATIVE in sides:
             status("loading the speculative pipeline (main + draft)")
             if key.method == "draft":
-                draft = ov.draft_model(key.draft, o.draft_device, **placement.properties_for(o.draft_device, o))
+                draft = ov.draft_model(key.draft, o.draft_device,
+                                       **placement.draft_properties(o.draft_device, o, key.method))
                 pipes[SPECULATIVE] = ov.LLMPipeline(key.main, o.main_device, draft_model=draft, **main_props)
             else:
                 pipes[SPECULATIVE] = ov.LLMPipeline(key.main, o.main_device, prompt_lookup=True, **main_props)
