@@ -1,0 +1,74 @@
+"""scripts/trim_draft_vocab.py on the SmolLM2 fixture (u8 weights with zero points): the trimmed
+head scores the kept ids exactly as before, never picks a dropped id, keeps the full-vocabulary
+shape, and a speculative pipeline with it as draft still says what the main model says."""
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
+
+from demo.core.placement import EXACT_PROPERTIES  # noqa: E402
+
+KEEP = 8192  # of SmolLM2's 49,152
+
+
+@pytest.fixture(scope="module")
+def trimmed(smollm2_ir, tmp_path_factory) -> Path:
+    import trim_draft_vocab
+
+    out = tmp_path_factory.mktemp("trimmed")
+    info = trim_draft_vocab.trim_folder(smollm2_ir, out, KEEP)
+    assert info["keep"] == KEEP and info["vocab"] == 49152
+    return out
+
+
+def _logits(folder: Path, ids: np.ndarray) -> np.ndarray:
+    import openvino as ov
+
+    props = {k: v for k, v in EXACT_PROPERTIES.items() if k != "KV_CACHE_PRECISION"}
+    request = ov.Core().compile_model(str(folder / "openvino_model.xml"), "CPU", props).create_infer_request()
+    n = ids.shape[1]
+    out = request.infer({"input_ids": ids, "attention_mask": np.ones((1, n), np.int64),
+                         "position_ids": np.arange(n, dtype=np.int64)[None], "beam_idx": np.zeros(1, np.int32)})
+    return np.array(out["logits"])
+
+
+def test_kept_logits_are_unchanged(smollm2_ir, trimmed):
+    import openvino_genai as og
+
+    tok = og.Tokenizer(str(smollm2_ir))
+    ids = tok.encode("def fibonacci(n):\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n").input_ids.data
+    before, after = _logits(smollm2_ir, ids), _logits(trimmed, ids)
+    kept = np.load(trimmed / "kept_ids.npy")
+    assert after.shape == before.shape == (1, ids.shape[1], 49152)
+    assert len(kept) == KEEP
+    assert tok.get_eos_token_id() in kept
+    np.testing.assert_allclose(after[..., kept], before[..., kept], rtol=1e-5, atol=1e-4)
+    assert np.isin(after.argmax(-1), kept).all()
+    assert np.delete(after, kept, axis=-1).max() < before.min()
+
+
+def test_speculative_text_is_the_main_models(smollm2_ir, trimmed):
+    import openvino_genai as og
+
+    cfg = og.GenerationConfig()
+    cfg.max_new_tokens = 24
+    cfg.do_sample = False
+    prompt = "Write a Python function that adds two numbers."
+
+    def scheduler():
+        s = og.SchedulerConfig()
+        s.cache_size = 1
+        return s
+
+    alone = og.LLMPipeline(str(smollm2_ir), "CPU", scheduler_config=scheduler(), **EXACT_PROPERTIES)
+    expected = alone.generate(prompt, cfg)
+    del alone
+    spec = og.LLMPipeline(str(smollm2_ir), "CPU", scheduler_config=scheduler(), **EXACT_PROPERTIES,
+                          draft_model=og.draft_model(str(trimmed), "CPU", **EXACT_PROPERTIES))
+    cfg.num_assistant_tokens = 4
+    assert expected.strip()
+    assert spec.generate(prompt, cfg) == expected
