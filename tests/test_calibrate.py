@@ -454,3 +454,26 @@ def test_the_early_conversion_waits_for_the_pairs_own_ir_then_unpacks_the_main_t
     early.join(timeout=600)
     assert store.ready_path(preset.main, "f16") is not None, messages
     assert store.prepared_formats(preset.main) == ["gguf", "f16"]
+
+
+def test_a_curve_disturbed_by_other_work_is_measured_again(monkeypatch):
+    """A one-token step far above the same model's real decoding steps means other work ran
+    during the curve: it is measured again and each M keeps its faster reading; a curve
+    that agrees with the decoding steps is kept as it is, without measuring."""
+    from demo.calibrate import stages
+
+    asked, sent = [], []
+
+    def measured(model, ms, sparse=False, repeats=None, known=None):
+        asked.append(list(ms))
+        return [0.070 + 0.010 * m for m in ms]
+
+    monkeypatch.setattr(measure, "curve_costs", measured)
+    disturbed = [0.145, 0.150, 0.400]
+    decode = [0.085, 0.086, 0.090]
+    again = stages.recheck(None, disturbed, decode, [1, 2, 3], 3, False, "int4_sym", sent.append)
+    assert asked == [[1, 2, 3]] and again == pytest.approx([0.080, 0.090, 0.100])
+    assert "read high" in sent[0]
+    steady = [0.080, 0.090, 0.100]
+    assert stages.recheck(None, steady, decode, [1, 2, 3], 3, False, "int4_sym", sent.append) == steady
+    assert len(asked) == 1, "a curve that agrees with the decoding steps is not measured again"
