@@ -1,39 +1,68 @@
 """Prove that the test suite has teeth: break the code on purpose and watch the tests fail.
 
-    python scripts/mutation_check.py            # every mutation (about 1-2 minutes on 2 cores)
+    python scripts/mutation_check.py            # every mutation (about 5 minutes on 2 cores)
     python scripts/mutation_check.py -k stop    # only mutations whose name contains "stop"
     python scripts/mutation_check.py --list     # show the mutations and their tests
+    python scripts/mutation_check.py --anchors  # only check that every patch still applies
 
-For each mutation it copies the repository's files (`git ls-files`, plus new untracked files
-under demo/ and tests/) into a temporary folder, applies one textual patch to one demo/
-module, and runs a chosen subset of fast tests there (`pytest -x -q`). The mutant must be
-KILLED: the tests fail. It first runs all those tests once on the unpatched copy, which must
-pass, so a failure can be blamed on the mutation.
+`bash scripts/test.sh` (no arguments: what CI runs) runs this after the suite passes.
 
-Prepared models are not converted again: the copies share $SPECDEC_CACHE_DIR (default: this
+It copies the repository's files (`git ls-files`, plus new untracked files under demo/ and
+tests/) once into a temporary folder. It first runs every mutation's tests on that unpatched
+copy in one pytest session, which must pass, so a failure can be blamed on a mutation. Then,
+for each mutation, it applies one textual patch to one demo/ module of the copy, runs the
+mutation's tests there (`pytest -x -q -p no:cacheprovider`) and puts the copy back exactly as
+it was (the patched file rewritten, anything the tests left in the copy removed, every file
+compared byte for byte), so no mutant leaks into the next run. The mutant must be KILLED: a
+test fails.
+
+Each pytest session runs in a process of its own, forked from this one after it has imported
+the heavy third-party libraries (OpenVINO, openvino_genai, Gradio, ...) once: the child
+changes into the copy and calls pytest.main, so demo/, tests/ and app.py are imported afresh,
+from the copy, in every child (this process never imports them, and no bytecode is written,
+so a patched module is never served from a stale .pyc). Where fork is unavailable, or a
+library left a thread running here, each session is a fresh `python -m pytest` instead
+(--no-fork forces that; slower by the imports, a few seconds a mutant).
+
+Prepared models are not converted again: the copy shares $SPECDEC_CACHE_DIR (default: this
 checkout's .cache-test, as scripts/test.sh uses).
 
 It prints a table (mutation, tests run, result, seconds) and exits non-zero when any mutant
-SURVIVED, when a patch no longer applies (its anchor text is gone from the module: update
-the mutation next to the code change), or when the unpatched tests fail.
+SURVIVED, when a patch no longer applies (its anchor text is not in its module exactly once:
+update the mutation next to the code change; tests/test_mutation_anchors.py catches this in
+the suite), or when the unpatched tests fail.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
+import importlib
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import time
+import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-TIMEOUT_S = 300  # per pytest run; tests have their own hang guards, so this is a last resort
-BIG_FILE = 20 << 20  # tracked files larger than this are linked into the copies, not copied
+TIMEOUT_S = 300  # per mutant's pytest run; tests have their own hang guards, so this is a last resort
+CLEAN_TIMEOUT_S = 1800  # the unpatched run holds every mutation's tests
+BIG_FILE = 20 << 20  # tracked files larger than this are linked into the copy, not copied
+PYTEST_ARGS = ("-x", "-q", "-p", "no:cacheprovider")
+ENV = dict(GRADIO_ANALYTICS_ENABLED="False", HF_HUB_DISABLE_TELEMETRY="1", HF_HUB_OFFLINE="1",
+           PYTHONDONTWRITEBYTECODE="1")
+# Imported once by the fork server, before any child starts: the third-party libraries that
+# demo/ and the tests import (seconds of start-up each, paid once instead of once a mutant).
+# Never demo, tests or app: those must come from the patched copy, fresh in each child.
+PRELOAD = ("numpy", "yaml", "pydantic", "psutil", "pandas", "huggingface_hub", "openvino", "openvino_genai",
+           "openvino_tokenizers", "gradio", "gradio_client", "fastapi", "uvicorn", "httpx", "pytest")
+OWN_MODULES = ("demo", "tests", "app", "conftest")
 
 
 @dataclass(frozen=True)
@@ -163,7 +192,7 @@ MUTATIONS = [
         "demo/calibrate/measure.py",
         "    return [int(x) for x in logits[0, len(prompt_ids) - 1:].argmax(-1)]",
         "    return [int(x) for x in logits[0, len(prompt_ids):].argmax(-1)] + [-1]",
-        ("tests/test_calibrate.py::test_tokens_per_step_match_a_real_speculative_run",),
+        ("tests/test_calibrate.py::test_acceptance_comes_from_the_real_answer",),
     ),
     Mutation(
         "calibrate: a step keeps every guess up to K, right or wrong",
@@ -221,7 +250,7 @@ MUTATIONS = [
         "demo/core/metrics.py",
         "    return speculative.tokens_per_s / baseline.tokens_per_s",
         "    return baseline.tokens_per_s / speculative.tokens_per_s",
-        ("tests/test_fairness.py::test_the_page_shows_the_engines_own_numbers",),
+        ("tests/test_race_logic.py::test_one_comparison_by_hand",),
     ),
     Mutation(
         "pipelines: baseline without the shared scheduler",
@@ -230,7 +259,7 @@ MUTATIONS = [
         "            pipes[BASELINE] = ov.LLMPipeline(key.main, o.main_device, **main_props)",
         "            pipes[BASELINE] = ov.LLMPipeline(key.main, o.main_device,\n"
         "                                             **{k: v for k, v in main_props.items() if k != 'scheduler_config'})",
-        ("tests/test_fairness.py::test_a_repeated_long_prompt_gets_no_free_prefill_on_either_side",),
+        ("tests/test_fairness.py::test_a_cpu_race_splits_the_cores_and_builds_both_sides_from_equal_schedulers",),
     ),
     Mutation(
         "placement: thread count dropped",
@@ -430,51 +459,323 @@ def repo_files() -> list[str]:
     return sorted({p for p in ls() + new if (ROOT / p).is_file()})
 
 
-def copy_repo(dest: Path, files: list[str]) -> None:
-    for rel in files:
-        target = dest / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        source = ROOT / rel
-        try:
-            if source.stat().st_size > BIG_FILE:
-                target.symlink_to(source)  # data nobody patches: share it, do not copy it
-            else:
-                shutil.copy2(source, target)
-        except FileNotFoundError:
-            pass  # removed (or an editor's temporary file) since git listed it
+def anchor_problems(mutations=None, root: Path = ROOT) -> list[str]:
+    """Every way a mutation no longer fits the code: its anchor is not in its module exactly
+    once, or a test it names is gone. Empty when all is well (tests/test_mutation_anchors.py)."""
+    problems = []
+    for m in MUTATIONS if mutations is None else mutations:
+        path = root / m.path
+        count = path.read_text(encoding="utf-8").count(m.old) if path.is_file() else 0
+        if count != 1:
+            problems.append(f"{m.name}: its anchor occurs {count} times in {m.path}, not once")
+        for test in m.tests:
+            file, _, name = test.partition("::")
+            name = name.split("::")[0].split("[")[0]  # a class's test, a parametrized test's id
+            source = (root / file).read_text(encoding="utf-8") if (root / file).is_file() else None
+            if source is None or (name and not re.search(rf"^((async )?def|class) {re.escape(name)}\b", source, re.M)):
+                problems.append(f"{m.name}: no test {test}")
+    return problems
 
 
-def apply(mutation: Mutation, dest: Path) -> bool:
-    path = dest / mutation.path
-    text = path.read_text(encoding="utf-8")
-    if text.count(mutation.old) != 1:
-        return False
-    path.write_text(text.replace(mutation.old, mutation.new), encoding="utf-8")
-    return True
+class Copy:
+    """One copy of the repository, patched for one mutant at a time and then put back."""
+
+    def __init__(self, dest: Path, files: list[str]):
+        self.dest = dest
+        self.pristine: dict[str, bytes | None] = {}  # None: a big file linked, not copied
+        for rel in files:
+            target = dest / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            source = ROOT / rel
+            try:
+                if source.stat().st_size > BIG_FILE:
+                    target.symlink_to(source)  # data nobody patches: share it, do not copy it
+                    self.pristine[rel] = None
+                else:
+                    data = source.read_bytes()
+                    target.write_bytes(data)
+                    shutil.copystat(source, target)
+                    self.pristine[rel] = data
+            except FileNotFoundError:
+                pass  # removed (or an editor's temporary file) since git listed it
+
+    def apply(self, mutation: Mutation) -> bool:
+        original = self.pristine.get(mutation.path)
+        if original is None:
+            return False
+        text = original.decode("utf-8")
+        if text.count(mutation.old) != 1:
+            return False
+        (self.dest / mutation.path).write_text(text.replace(mutation.old, mutation.new), encoding="utf-8")
+        return True
+
+    def restore(self) -> list[str]:
+        """Make the copy byte-for-byte what it was: rewrite every file that differs (the
+        patched module, anything a test changed), remove what a run left behind (bytecode
+        included). Returns what it changed, for the log."""
+        changed = []
+        for dirpath, dirnames, filenames in os.walk(self.dest, topdown=True):
+            for name in filenames + [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]:
+                path = Path(dirpath, name)
+                rel = path.relative_to(self.dest).as_posix()
+                if rel not in self.pristine:
+                    path.unlink()
+                    changed.append(f"removed {rel}")
+            for d in list(dirnames):
+                path = Path(dirpath, d)
+                rel = path.relative_to(self.dest).as_posix()
+                if not path.is_symlink() and not any(p.startswith(rel + "/") for p in self.pristine):
+                    shutil.rmtree(path)
+                    dirnames.remove(d)
+                    changed.append(f"removed {rel}/")
+        for rel, data in self.pristine.items():
+            path = self.dest / rel
+            if data is None:
+                if not (path.is_symlink() and path.resolve() == (ROOT / rel).resolve()):
+                    path.unlink(missing_ok=True)
+                    path.symlink_to(ROOT / rel)
+                    changed.append(f"relinked {rel}")
+            elif not path.is_file() or path.is_symlink() or path.read_bytes() != data:
+                if path.is_symlink():
+                    path.unlink()
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_bytes(data)
+                changed.append(f"rewrote {rel}")
+        return changed
+
+    def differs(self) -> list[str]:
+        """What still differs from the pristine copy (must be nothing after restore())."""
+        bad = [rel for rel, data in self.pristine.items()
+               if data is not None and (self.dest / rel).read_bytes() != data]
+        bad += [p.relative_to(self.dest).as_posix() for p in self.dest.rglob("*")
+                if p.is_file() and p.relative_to(self.dest).as_posix() not in self.pristine]
+        return bad
 
 
-def run_tests(dest: Path, tests: tuple[str, ...]) -> tuple[int, str]:
+# -- running one pytest session -----------------------------------------------------------
+
+def child_env() -> dict:
     env = dict(os.environ)
     env.setdefault("SPECDEC_CACHE_DIR", str(ROOT / ".cache-test"))
-    env.update(GRADIO_ANALYTICS_ENABLED="False", HF_HUB_DISABLE_TELEMETRY="1", HF_HUB_OFFLINE="1",
-               PYTHONDONTWRITEBYTECODE="1")
-    cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *tests]
+    env.update(ENV)
+    return env
+
+
+def preload() -> str | None:
+    """Import the heavy third-party libraries once, in this process, for the forked children
+    to inherit. Returns why forking is off (None: forking is safe)."""
+    if not hasattr(os, "fork") or not hasattr(os, "setsid"):
+        return "os.fork is not available here"
+    os.environ.update(child_env())
+    sys.dont_write_bytecode = True  # PYTHONDONTWRITEBYTECODE is only read at start-up
+    for name in PRELOAD:
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001  a missing optional library: the child imports what it needs
+            pass
+    # OpenVINO's telemetry (imported with openvino) leaves a ThreadPoolExecutor worker parked.
+    # A fork copies only the calling thread, so end every such worker before forking.
+    from concurrent.futures import ThreadPoolExecutor
+
+    for obj in gc.get_objects():
+        if isinstance(obj, ThreadPoolExecutor):
+            obj.shutdown(wait=True)
+    own = [m for m in sys.modules if m.split(".")[0] in OWN_MODULES]
+    if own:
+        return f"this process imported {own[:3]}, which each child must import from its copy"
+    threads = os.listdir("/proc/self/task") if os.path.isdir("/proc/self/task") else ["?"]
+    import threading
+
+    if threading.active_count() != 1 or len(threads) != 1:
+        return f"a library left threads running ({[t.name for t in threading.enumerate()]}, {len(threads)} OS threads)"
+    return None
+
+
+def _child(dest: Path, tests: tuple[str, ...], log: Path) -> None:
+    """In the forked child: become `python -m pytest ...` run in the copy. Never returns."""
+    rc = 3
     try:
-        proc = subprocess.run(cmd, cwd=dest, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
-    except subprocess.TimeoutExpired as e:
-        out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
-        return -1, out
-    return proc.returncode, proc.stdout + proc.stderr
+        os.setsid()  # a process group of its own: a timeout kills whatever the tests started
+        fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        os.close(fd)
+        os.chdir(dest)
+        # As `python -m pytest` run in the copy: the copy first, never this checkout.
+        here = {os.path.realpath(ROOT), os.path.realpath(ROOT / "scripts"), os.path.realpath(dest)}
+        sys.path[:] = [str(dest)] + [p for p in sys.path if os.path.realpath(p or ".") not in here]
+        # Plugins that this process imported with their libraries (anyio's, with Gradio) cannot
+        # have their asserts rewritten: pytest says so once per session; nothing depends on it.
+        args = [*PYTEST_ARGS, "-W", "ignore:Module already imported so cannot be rewritten", *tests]
+        sys.argv = ["pytest", *args]
+        import pytest
+
+        rc = int(pytest.main(args))
+        elsewhere = [f"{name} from {module.__file__}" for name, module in list(sys.modules.items())
+                     if name.split(".")[0] in OWN_MODULES and getattr(module, "__file__", None)
+                     and not os.path.realpath(module.__file__).startswith(os.path.realpath(dest) + os.sep)]
+        if elsewhere:
+            print(f"mutation_check: imported outside the copy: {elsewhere[:3]}", flush=True)
+            rc = 3
+    except BaseException:  # noqa: BLE001
+        traceback.print_exc()
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(rc)  # no interpreter shutdown: a pipeline thread still running cannot hang it
+
+
+class Run:
+    """One pytest session over `tests` in `dest`, forked or spawned; poll() until done."""
+
+    def __init__(self, dest: Path, tests: tuple[str, ...], log: Path, fork: bool, timeout_s: float):
+        self.log, self.timeout_s, self.t0 = log, timeout_s, time.perf_counter()
+        self.rc: int | None = None
+        self.timed_out = False
+        if fork:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            self.pid = os.fork()
+            if self.pid == 0:
+                _child(dest, tests, log)
+            self.proc = None
+        else:
+            with open(log, "wb") as out:
+                self.proc = subprocess.Popen([sys.executable, "-m", "pytest", *PYTEST_ARGS, *tests], cwd=dest,
+                                             env=child_env(), stdout=out, stderr=subprocess.STDOUT,
+                                             start_new_session=True)
+            self.pid = self.proc.pid
+
+    def poll(self) -> bool:
+        if self.rc is not None:
+            return True
+        if self.proc is not None:
+            status = self.proc.poll()
+            done = status is not None
+        else:
+            pid, raw = os.waitpid(self.pid, os.WNOHANG)
+            done = pid != 0
+            status = os.waitstatus_to_exitcode(raw) if done else None
+        if not done and time.perf_counter() - self.t0 > self.timeout_s:
+            self._kill_group(child_too=True)
+            if self.proc is not None:
+                self.proc.wait()
+            else:
+                os.waitpid(self.pid, 0)
+            self.timed_out, done, status = True, True, -1
+        if done:
+            self.seconds = time.perf_counter() - self.t0
+            self._kill_group()  # whatever the tests started and left behind
+            self.rc = status
+        return done
+
+    def _kill_group(self, child_too: bool = False) -> None:
+        """SIGKILL the child's process group (and the child itself while it is not reaped:
+        it might not have made its group yet)."""
+        for kill in (os.killpg, os.kill) if child_too else (os.killpg,):
+            try:
+                kill(self.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+    def abandon(self) -> None:
+        """This run is not waited for (Ctrl-C): end it and everything it started."""
+        if self.rc is None:
+            self._kill_group(child_too=True)
+            if self.proc is not None:
+                self.proc.wait()
+            else:
+                os.waitpid(self.pid, 0)
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+
+def verdict(run: Run) -> str:
+    out = run.output()
+    if run.timed_out:
+        return "timeout"
+    if run.rc == 0:
+        return "SURVIVED"
+    if run.rc == 1:
+        return "killed"
+    if run.rc is not None and run.rc < 0 and re.search(r"\b\d+ failed\b", out):
+        return "killed"  # a test failed, then the process died (a pipeline still generating)
+    return f"ERROR (pytest exit {run.rc})"
 
 
 def short(tests: tuple[str, ...]) -> str:
     return ", ".join(t.replace("tests/", "").replace(".py::", "::") for t in tests)
 
 
+def tail(text: str, lines: int = 15) -> str:
+    return "\n".join(text.strip().splitlines()[-lines:])
+
+
+def run_all(copies: list[Copy], jobs: list, fork: bool, tmp: Path, verbose: bool):
+    """Run `jobs` (label, mutation or None, tests, timeout) on the copies, one job per copy at
+    a time; yield (label, mutation, result, seconds, output) as each finishes."""
+    pending = list(jobs)
+    busy: dict[int, tuple] = {}
+    try:
+        yield from _run_all(copies, pending, busy, fork, tmp, verbose)
+    finally:  # interrupted: no child may go on running in a copy about to be deleted
+        for _, _, run in busy.values():
+            run.abandon()
+
+
+def _run_all(copies, pending, busy, fork, tmp, verbose):
+    n = 0
+    while pending or busy:
+        for slot, copy in enumerate(copies):
+            if slot in busy or not pending:
+                continue
+            label, mutation, tests, timeout_s = pending.pop(0)
+            if mutation is not None and not copy.apply(mutation):
+                yield label, mutation, "PATCH STALE", 0.0, f"anchor not found exactly once in {mutation.path}"
+                continue
+            n += 1
+            busy[slot] = (label, mutation, Run(copy.dest, tests, tmp / f"run{n}.log", fork, timeout_s))
+        time.sleep(0.02)
+        for slot in list(busy):
+            label, mutation, run = busy[slot]
+            if not run.poll():
+                continue
+            del busy[slot]
+            out = run.output()
+            left = copies[slot].restore()
+            if mutation is not None:
+                left = [c for c in left if c != f"rewrote {mutation.path}"]
+            if verbose and left:
+                print(f"    ({label}: the run changed the copy; put back: {', '.join(left[:5])})", file=sys.stderr)
+            still = copies[slot].differs()
+            if still:
+                raise SystemExit(f"mutation_check: could not restore the copy after {label}: {still[:5]}")
+            result = "pass" if (mutation is None and run.rc == 0) else (
+                "FAILED" if mutation is None else verdict(run))
+            yield label, mutation, result, run.seconds, out
+
+
+def split(tests: tuple[str, ...], parts: int) -> list[tuple[str, ...]]:
+    """The unpatched run's selections in `parts` sessions, whole files kept together."""
+    by_file: dict[str, list[str]] = {}
+    for t in tests:
+        by_file.setdefault(t.split("::")[0], []).append(t)
+    groups: list[list[str]] = [[] for _ in range(parts)]
+    for sel in sorted(by_file.values(), key=len, reverse=True):
+        min(groups, key=len).extend(sel)
+    return [tuple(g) for g in groups if g]
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("-k", default="", help="run only mutations whose name contains this text")
     ap.add_argument("--list", action="store_true", help="list the mutations and exit")
+    ap.add_argument("--anchors", action="store_true", help="only check that every patch applies; run no test")
+    ap.add_argument("-j", "--jobs", type=int, default=1, help="pytest sessions at a time, each in its own copy (1)")
+    ap.add_argument("--no-fork", action="store_true", help="a fresh `python -m pytest` for every session")
     ap.add_argument("-v", "--verbose", action="store_true", help="print pytest's output tail for every run")
     args = ap.parse_args(argv)
 
@@ -482,45 +783,52 @@ def main(argv=None) -> int:
     if args.list:
         for m in chosen:
             print(f"{m.name}\n    breaks: {m.why}\n    patches {m.path}; runs {short(m.tests)}")
+        print(f"\n{len(chosen)} mutations")
         return 0
     if not chosen:
         print(f"no mutation matches {args.k!r}", file=sys.stderr)
         return 2
+    stale = anchor_problems(chosen)
+    if args.anchors or stale:
+        print("\n".join(stale) or f"all {len(chosen)} anchors apply", file=sys.stderr if stale else sys.stdout)
+        return 1 if stale else 0
+
+    started = time.perf_counter()
+    why_not = "--no-fork" if args.no_fork else preload()
+    fork = why_not is None
+    print(f"mutation_check: {len(chosen)} mutations; each pytest session "
+          + ("forked from a process that imported the heavy libraries once" if fork
+             else f"a fresh process ({why_not})"), flush=True)
 
     files = repo_files()
     rows, bad = [], 0
-    with tempfile.TemporaryDirectory(prefix="mutation-check-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="mutation-check-") as tmp_name:
+        tmp = Path(tmp_name)
+        copies = [Copy(tmp / f"copy{i}", files) for i in range(max(1, args.jobs))]
         # The unpatched copy must pass the very tests that are to kill the mutants.
-        clean = Path(tmp) / "clean"
-        copy_repo(clean, files)
         all_tests = tuple(dict.fromkeys(t for m in chosen for t in m.tests))
-        t0 = time.perf_counter()
-        rc, out = run_tests(clean, all_tests)
-        took = time.perf_counter() - t0
-        rows.append(("(none: unpatched code)", f"{len(all_tests)} test selections", "pass" if rc == 0 else "FAILED", took))
-        if rc != 0:
-            bad += 1
-            print(f"The unpatched tests fail (pytest exit {rc}); no mutation result would mean anything:\n"
-                  + out[-3000:], file=sys.stderr)
-        else:
-            for i, m in enumerate(chosen):
-                dest = Path(tmp) / f"m{i}"
-                copy_repo(dest, files)
-                t0 = time.perf_counter()
-                if not apply(m, dest):
-                    result, rc, out = "PATCH STALE", None, f"anchor not found exactly once in {m.path}"
-                else:
-                    rc, out = run_tests(dest, m.tests)
-                    result = {0: "SURVIVED", 1: "killed"}.get(rc, "timeout" if rc == -1 else f"ERROR (pytest exit {rc})")
-                    if rc is not None and rc < -1 and re.search(r"\b\d+ failed\b", out):
-                        result = "killed"  # a test failed, then the process died at exit (a pipeline still generating)
-                took = time.perf_counter() - t0
+        clean_jobs = [("(none: unpatched code)", None, part, CLEAN_TIMEOUT_S) for part in split(all_tests, len(copies))]
+        took = 0.0
+        for label, _, result, seconds, out in run_all(copies, clean_jobs, fork, tmp, args.verbose):
+            took = max(took, seconds)
+            print(f"  unpatched: {result} in {seconds:.0f} s", flush=True)
+            if result != "pass":
+                bad += 1
+                print(f"The unpatched tests fail; no mutation result would mean anything:\n{out[-3000:]}",
+                      file=sys.stderr)
+        rows.append(("(none: unpatched code)", f"{len(all_tests)} test selections", "pass" if not bad else "FAILED",
+                     took))
+        if not bad:
+            jobs = [(m.name, m, m.tests, TIMEOUT_S) for m in chosen]
+            finished = {}
+            for label, m, result, seconds, out in run_all(copies, jobs, fork, tmp, args.verbose):
                 if result != "killed":
                     bad += 1
+                print(f"  [{len(finished) + 1}/{len(chosen)}] {result} in {seconds:.0f} s: {label}", flush=True)
                 if args.verbose or result != "killed":
-                    print(f"--- {m.name}: {result}\n" + "\n".join(out.strip().splitlines()[-15:]), file=sys.stderr)
-                rows.append((m.name, short(m.tests), result, took))
-                shutil.rmtree(dest, ignore_errors=True)
+                    print(f"--- {label}: {result}\n{tail(out)}", file=sys.stderr)
+                finished[id(m)] = (m.name, short(m.tests), result, seconds)
+            rows += [finished[id(m)] for m in chosen]
 
     w1 = max(len(r[0]) for r in rows)
     w2 = min(max(len(r[1]) for r in rows), 90)
@@ -528,7 +836,8 @@ def main(argv=None) -> int:
     for name, tests, result, took in rows:
         print(f"{name:<{w1}}  {tests:<{w2}}  {result:<11}  {took:7.1f}")
     killed = sum(r[2] == "killed" for r in rows)
-    print(f"\n{killed} of {len(rows) - 1} mutants killed" + ("" if not bad else f"; {bad} problem(s): see above"))
+    print(f"\n{killed} of {len(rows) - 1} mutants killed in {time.perf_counter() - started:.0f} s"
+          + ("" if not bad else f"; {bad} problem(s): see above"))
     return 1 if bad else 0
 
 
