@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
 # The one test command: installs everything the tests need on a fresh Debian/Ubuntu
-# machine with Python 3.11+, then runs the whole suite. Arguments go to pytest.
-#   bash scripts/test.sh                 # everything
+# machine with Python 3.11+, then runs the whole suite.
+#   bash scripts/test.sh                 # everything: the suite, then the mutation check
 #   bash scripts/test.sh --fast          # the quick tier (pytest -m fast), under 4 minutes
 #   bash scripts/test.sh -m "not slow"   # skip the embedded Qwen pair tier
+# With no arguments (what .ci/run and CI use) it runs the whole pytest suite and, when that
+# passes, scripts/mutation_check.py: 45 mutants, each one deliberate break of demo/, each
+# of which must make a test fail (about 5 minutes on 2 cores); it fails when a mutant
+# survives, when a mutation's anchor is stale, or when the unpatched tests fail.
+# With arguments, they go to pytest and only pytest runs.
 # Running it again reuses the venv, the installed packages and the prepared models.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -45,8 +50,16 @@ export SPECDEC_CACHE_DIR="${SPECDEC_CACHE_DIR:-$PWD/.cache-test}"
 export GRADIO_ANALYTICS_ENABLED=False HF_HUB_DISABLE_TELEMETRY=1 HF_HUB_OFFLINE=1
 
 if [ "${SPECDEC_INSTALL_ONLY:-}" = 1 ]; then exit 0; fi
-args=()
-for a in "$@"; do
-  if [ "$a" = --fast ]; then args+=(-m fast); else args+=("$a"); fi
-done
-exec python -m pytest ${args[@]+"${args[@]}"}
+if [ $# -gt 0 ]; then
+  args=()
+  for a in "$@"; do
+    if [ "$a" = --fast ]; then args+=(-m fast); else args+=("$a"); fi
+  done
+  exec python -m pytest "${args[@]}"
+fi
+
+# The full run: the suite, then (only when it passed: set -e) the mutation check, which
+# reuses the models the suite prepared in $SPECDEC_CACHE_DIR.
+python -m pytest
+echo "== scripts/mutation_check.py: every deliberate break of demo/ must fail a test"
+exec python scripts/mutation_check.py
