@@ -1,6 +1,6 @@
 """Prove that the test suite has teeth: break the code on purpose and watch the tests fail.
 
-    python scripts/mutation_check.py            # every mutation (about 5 minutes on 2 cores)
+    python scripts/mutation_check.py            # every mutation (about 5½ minutes on 2 cores)
     python scripts/mutation_check.py -k stop    # only mutations whose name contains "stop"
     python scripts/mutation_check.py --list     # show the mutations and their tests
     python scripts/mutation_check.py --anchors  # only check that every patch still applies
@@ -8,31 +8,38 @@
 `bash scripts/test.sh` (no arguments: what CI runs) runs this after the suite passes.
 
 It copies the repository's files (`git ls-files`, plus new untracked files under demo/ and
-tests/) once into a temporary folder. It first runs every mutation's tests on that unpatched
-copy in one pytest session, which must pass, so a failure can be blamed on a mutation. Then,
-for each mutation, it applies one textual patch to one demo/ module of the copy, runs the
-mutation's tests there (`pytest -x -q -p no:cacheprovider`) and puts the copy back exactly as
-it was (the patched file rewritten, anything the tests left in the copy removed, every file
-compared byte for byte), so no mutant leaks into the next run. The mutant must be KILLED: a
-test fails.
+tests/) into a temporary folder, one copy per pytest session running at a time (-j; 2 by
+default, 1 on a single core). First every mutation's tests run on the unpatched copies and
+must pass, so a failure can be blamed on a mutation. Then, for each mutation, it applies one
+textual patch to one demo/ module of a copy, runs the mutation's tests there (`pytest -x -q
+-p no:cacheprovider`) and puts the copy back exactly as it was (the patched file rewritten,
+anything the tests left in the copy removed, every file compared byte for byte), so no
+mutant leaks into the next run. The mutant must be KILLED: a test fails.
 
 Each pytest session runs in a process of its own, forked from this one after it has imported
 the heavy third-party libraries (OpenVINO, openvino_genai, Gradio, ...) once: the child
-changes into the copy and calls pytest.main, so demo/, tests/ and app.py are imported afresh,
-from the copy, in every child (this process never imports them, and no bytecode is written,
-so a patched module is never served from a stale .pyc). Where fork is unavailable, or a
-library left a thread running here, each session is a fresh `python -m pytest` instead
-(--no-fork forces that; slower by the imports, a few seconds a mutant).
+changes into its copy and calls pytest.main, so demo/, tests/ and app.py are imported afresh,
+from the copy, in every child (this process never imports them, a child checks that it did
+not import them from anywhere else, and no bytecode is written, so a patched module is never
+served from a stale .pyc). Where fork is unavailable, or a library left a thread running
+here, each session is a fresh `python -m pytest` instead (--no-fork forces that).
 
-Prepared models are not converted again: the copy shares $SPECDEC_CACHE_DIR (default: this
+Two sessions at a time fill both cores of a 2-core machine (most sessions are one thread,
+or waiting): 5½ minutes there against 7½ one at a time. With more than one, the unpatched
+run is one session per test file (else one session for all); the files in SLOW_FILES start
+first, the mutants follow longest first (by their tests' time in the unpatched run), and a
+test in ALONE, whose outcome depends on the machine's speed while it runs, runs with
+nothing beside it.
+
+Prepared models are not converted again: the copies share $SPECDEC_CACHE_DIR (default: this
 checkout's .cache-test, as scripts/test.sh uses).
 
-It prints a table (mutation, tests run, result, seconds) and exits non-zero when any mutant
-SURVIVED, when a patch no longer applies (its anchor text is not in its module exactly once:
-update the mutation next to the code change; tests/test_mutation_anchors.py catches this in
-the suite), or when the unpatched tests fail.
+It prints a line per finished mutant, then a table (mutation, tests run, result, seconds),
+and exits non-zero when any mutant SURVIVED, when a patch no longer applies (its anchor text
+is not in its module exactly once: update the mutation next to the code change;
+tests/test_mutation_anchors.py catches this in the suite), when a test it names is gone, or
+when the unpatched tests fail.
 """
-
 from __future__ import annotations
 
 import argparse
@@ -64,10 +71,9 @@ PRELOAD = ("numpy", "yaml", "pydantic", "psutil", "pandas", "huggingface_hub", "
            "openvino_tokenizers", "gradio", "gradio_client", "fastapi", "uvicorn", "httpx", "pytest")
 OWN_MODULES = ("demo", "tests", "app", "conftest")
 # Two sessions run at a time (-j 2, the default on 2 or more cores), each in its own copy.
-# A test here runs alone, nothing beside it: its outcome depends on how fast the machine is
-# while it runs. The calibration in this one stops measuring a weight format that its first
-# timings say cannot win, so a second session on the same cores can make it skip the very
-# configuration the test needs to crash (and then it fails on unpatched code).
+# A test here runs alone, nothing beside it. This one calibrates real models in child
+# processes, which pruned a format on timings that a second session shifted; it now turns
+# pruning off ($NO_PRUNING), and running it alone keeps its time out of the other sessions.
 ALONE = ("tests/test_native_safety.py::test_calibration_skips_a_crashing_format_and_resumes_after_an_interruption",)
 # Test files whose selections load real pipelines or run a calibration: with -j 2 their
 # unpatched sessions start first and the quick ones fill in beside them (an order only:
