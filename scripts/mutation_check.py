@@ -591,6 +591,9 @@ def preload() -> str | None:
     if not hasattr(os, "fork") or not hasattr(os, "setsid"):
         return "os.fork is not available here"
     os.environ.update(child_env())
+    # numpy's OpenBLAS keeps a worker thread per extra core (it did with CI=true set), and a
+    # fork copies only the calling thread; the tests need no parallel BLAS.
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     sys.dont_write_bytecode = True  # PYTHONDONTWRITEBYTECODE is only read at start-up
     for name in PRELOAD:
         try:
