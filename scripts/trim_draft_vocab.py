@@ -45,6 +45,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+SAMPLED_ROWS = "sampled_tokens_indices"  # the input name OpenVINO GenAI's model runner looks for
 DROPPED_LOGIT = -1e4  # far below any real logit, and finite in f16/bf16 (no inf - inf = NaN)
 # Added/special tokens: <|im_end|>, <|fim_prefix|>, <tool_call>, </tool_call> ...
 _SPECIAL = re.compile(r"<\|[^|<>]+\|>|</?[a-z_]+_call>|</?tool_[a-z_]+>")
@@ -146,7 +147,16 @@ def trim_head(model, keep_ids: np.ndarray) -> int:
         raise ValueError("a kept id is outside the vocabulary")
     n = len(keep_ids)
     new_weight = _rebuild_weight(weight, vocab, keep_ids, {})
-    trimmed = ops.matmul(matmul.input_value(0), new_weight, attrs["transpose_a"], attrs["transpose_b"])
+    # The rows to score, chosen by the pipeline: OpenVINO GenAI feeds this input whenever a
+    # compiled model has it (continuous batching: the hidden states are [tokens, 1, hidden]
+    # after its paged-attention rewrite, so the rows are axis 0). Its own insertion of the same
+    # Gather cannot find our MatMul behind the remapping Gather, so without this the draft
+    # would score every token it is fed. Driven directly (stateful, [1, tokens, hidden]),
+    # indices [0] keep the whole sequence.
+    indices = ops.parameter([-1], np.int64, name=SAMPLED_ROWS)
+    indices.output(0).set_names({SAMPLED_ROWS})
+    hidden = ops.gather(matmul.input_value(0), indices, ops.constant(np.int64(0)))
+    trimmed = ops.matmul(hidden, new_weight, attrs["transpose_a"], attrs["transpose_b"])
     # [.., N] -> [.., N + 1] with a constant column: broadcast a [1, 1, 1] constant to [.., 1].
     lead = ops.shape_of(trimmed, "i64")
     col_shape = ops.concat([ops.gather(lead, ops.constant(np.array([0, 1], dtype=np.int64)),
@@ -165,6 +175,7 @@ def trim_head(model, keep_ids: np.ndarray) -> int:
     names = consumer.get_names()
     consumer.set_names(set())
     full.output(0).set_names(names)
+    model.add_parameters([indices])
     model.validate_nodes_and_infer_types()
     return vocab
 

@@ -22,6 +22,9 @@ from demo.engine.pipelines import PairKey, PipelineCache
 # OpenVINO GenAI's own property name (its plain continuous-batching adapter sets it to 1).
 SAMPLER = {"sampler_num_threads": 1}
 EXACT = {"INFERENCE_PRECISION_HINT": "f32", "KV_CACHE_PRECISION": "f32", "DYNAMIC_QUANTIZATION_GROUP_SIZE": "0"}
+# Every CPU constructor computes activations in f32 (the CPU plugin's bf16 default is slower
+# for compressed weights); a GPU or NPU constructor gets no such property.
+F32 = {"INFERENCE_PRECISION_HINT": "f32"}
 
 
 class ConstructorSpy:
@@ -73,7 +76,7 @@ def settings_of(config) -> tuple:
 
 def test_a_cpu_race_splits_the_cores_and_builds_both_sides_from_equal_schedulers(monkeypatch):
     spy = load(monkeypatch, cores=4)
-    cpu = {"INFERENCE_NUM_THREADS": 2, "ENABLE_CPU_PINNING": False, **SAMPLER}
+    cpu = {"INFERENCE_NUM_THREADS": 2, "ENABLE_CPU_PINNING": False, **F32, **SAMPLER}
     assert spy.properties(BASELINE) == cpu
     assert spy.properties(SPECULATIVE) == cpu
     assert spy.properties("draft") == cpu
@@ -87,13 +90,13 @@ def test_a_gpu_draft_gets_no_cpu_properties_and_the_cpu_is_split_between_the_two
     spy = load(monkeypatch, draft_device="GPU", cores=4)
     assert spy.properties("draft") == SAMPLER
     assert spy.properties(BASELINE) == spy.properties(SPECULATIVE) == {"INFERENCE_NUM_THREADS": 2,
-                                                                       "ENABLE_CPU_PINNING": False, **SAMPLER}
+                                                                       "ENABLE_CPU_PINNING": False, **F32, **SAMPLER}
 
 
 def test_a_gpu_main_leaves_the_whole_cpu_to_the_draft(monkeypatch):
     spy = load(monkeypatch, main_device="GPU", draft_device="CPU", cores=4)
     assert spy.properties(BASELINE) == spy.properties(SPECULATIVE) == SAMPLER
-    assert spy.properties("draft") == {"INFERENCE_NUM_THREADS": 4, "ENABLE_CPU_PINNING": False, **SAMPLER}
+    assert spy.properties("draft") == {"INFERENCE_NUM_THREADS": 4, "ENABLE_CPU_PINNING": False, **F32, **SAMPLER}
     how = how_it_ran("race", PipelineOptions("GPU", "CPU"), "draft", 4)
     assert "4 threads for the one side on the CPU" in how and "the baseline side runs on GPU and takes no CPU share" in how
 
@@ -102,13 +105,13 @@ def test_an_npu_main_uses_the_stateful_backend_on_both_sides_and_a_prompt_limit(
     spy = load(monkeypatch, main_device="NPU", draft_device="CPU", cores=4)
     npu = {"MAX_PROMPT_LEN": 1024, "MIN_RESPONSE_LEN": 256}
     assert spy.properties(BASELINE) == spy.properties(SPECULATIVE) == npu
-    assert spy.properties("draft") == {"INFERENCE_NUM_THREADS": 4, "ENABLE_CPU_PINNING": False}
+    assert spy.properties("draft") == {"INFERENCE_NUM_THREADS": 4, "ENABLE_CPU_PINNING": False, **F32}
     assert spy.schedulers() == [None, None], "neither stateful side may get a scheduler the other lacks"
 
 
 def test_an_npu_draft_makes_the_cpu_baseline_stateful_too(monkeypatch):
     spy = load(monkeypatch, main_device="CPU", draft_device="NPU", cores=2)
-    cpu = {"INFERENCE_NUM_THREADS": 1, "ENABLE_CPU_PINNING": False, "ATTENTION_BACKEND": "SDPA"}
+    cpu = {"INFERENCE_NUM_THREADS": 1, "ENABLE_CPU_PINNING": False, **F32, "ATTENTION_BACKEND": "SDPA"}
     assert spy.properties(BASELINE) == spy.properties(SPECULATIVE) == cpu
     assert spy.properties("draft") == {"MAX_PROMPT_LEN": 1024, "MIN_RESPONSE_LEN": 256}
 

@@ -26,7 +26,13 @@ EXACT_PROPERTIES = {
 }
 # Which exact-mode properties each device kind accepts. The NPU computes in f16 only.
 EXACT_SUPPORT = {"CPU": tuple(EXACT_PROPERTIES), "GPU": tuple(EXACT_PROPERTIES), "NPU": ()}
-CPU_ONLY_PROPERTIES = ("INFERENCE_NUM_THREADS", "ENABLE_CPU_PINNING")
+# Activations in f32 on the CPU, for every pipeline and draft alike. The CPU plugin defaults
+# to bf16 where the CPU has it (AMX, avx512_bf16), and for compressed weights that is the slow
+# path: in f32 the plugin quantizes activations to int8 on the fly and runs integer kernels
+# (int4_sym 1.5B main on the AMX Xeon: 72 -> 46 ms a token, 7-token verify 140 -> 68 ms;
+# BENCHMARKS.md). Where f32 is already the default (AVX2) this changes nothing.
+CPU_PRECISION = {"INFERENCE_PRECISION_HINT": "f32"}
+CPU_ONLY_PROPERTIES = ("INFERENCE_NUM_THREADS", "ENABLE_CPU_PINNING", *CPU_PRECISION)
 # One sampler thread for every pipeline with a scheduler: OpenVINO GenAI's plain
 # continuous-batching pipeline (the baseline) forces one, while a speculative pipeline's
 # main and draft default to one per core, and those pools then take cores from inference
@@ -96,6 +102,8 @@ def properties_for(device: str, options: PipelineOptions) -> dict:
     props: dict = {}
     if options.exact:
         props.update({name: EXACT_PROPERTIES[name] for name in EXACT_SUPPORT.get(k, ())})
+    if k == "CPU":
+        props.update(CPU_PRECISION)  # exact mode's f32 is the same value
     if k == "CPU" and options.threads is not None:
         # No pinning: with pinning both pipelines' threads land on the same cores.
         props.update({"INFERENCE_NUM_THREADS": options.threads, "ENABLE_CPU_PINNING": False})

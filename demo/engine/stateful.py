@@ -6,6 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional
 
+# The input OpenVINO GenAI's continuous-batching runner fills with the rows it samples.
+ROWS_INPUT = "sampled_tokens_indices"
+
 
 def cpu_config(threads: Optional[int]) -> dict:
     """The CPU properties a pipeline with `threads` gets, for a bare compile."""
@@ -32,6 +35,9 @@ class StatefulModel:
         before = _rss()
         self.compiled = ov.Core().compile_model(str(folder / "openvino_model.xml"), "CPU", config)
         self.request = self.compiled.create_infer_request()
+        # A vocabulary-trimmed draft (formats.trim_vocab) scores only the rows the pipeline
+        # names; driven directly its rows are the batch, and row 0 is the whole sequence.
+        self.rows = any(ROWS_INPUT in i.get_names() for i in self.compiled.inputs)
         self.request.reset_state()
         self.feed([[0]], 0)  # first inference allocates the state and the single-token kernels
         self.request.reset_state()
@@ -43,12 +49,15 @@ class StatefulModel:
 
         ids = np.asarray(ids, dtype=np.int64)
         n = ids.shape[1]
-        out = self.request.infer({
+        inputs = {
             "input_ids": ids,
             "attention_mask": np.ones((1, past + n), dtype=np.int64),
             "position_ids": np.arange(past, past + n, dtype=np.int64)[None, :],
             "beam_idx": np.zeros(1, dtype=np.int32),
-        })
+        }
+        if self.rows:
+            inputs[ROWS_INPUT] = np.zeros(1, dtype=np.int64)
+        out = self.request.infer(inputs)
         return out["logits"]
 
     def close(self) -> None:
