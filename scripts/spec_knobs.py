@@ -78,9 +78,22 @@ def run_once(pipe, prompt: str, k: int, new_tokens: int, speculative: bool) -> d
     if speculative:
         em = result.extended_perf_metrics
         try:
-            out["main_infer_s"] = sum(em.main_model_metrics.raw_metrics.m_durations) / 1e6
-            out["draft_infer_s"] = sum(em.draft_model_metrics.raw_metrics.m_durations) / 1e6
+            main_us = list(em.main_model_metrics.raw_metrics.m_durations)
+            draft_us = list(em.draft_model_metrics.raw_metrics.m_durations)
+            out["main_infer_s"] = sum(main_us) / 1e6
+            out["draft_infer_s"] = sum(draft_us) / 1e6
             out["accepted"] = em.get_num_accepted_tokens()
+            # One decoding step after the first token: its wall time, the main's verify, the
+            # draft's guesses, and the rest (sampling, validation, scheduling, copies). The
+            # first inference of each model is the prompt's prefill.
+            steps = max(1, len(main_us) - 1)  # one verify per step (the streamer may merge chunks)
+            out["steps"] = steps
+            out["step_ms"] = {
+                "wall": (t1 - stamps[0]) * 1e3 / steps,
+                "main": sum(main_us[1:]) / 1e3 / steps,
+                "draft": sum(draft_us[1:]) / 1e3 / steps,
+            }
+            out["step_ms"]["rest"] = out["step_ms"]["wall"] - out["step_ms"]["main"] - out["step_ms"]["draft"]
         except Exception as e:  # noqa: BLE001 - an experiment reports what it can
             out["metrics_error"] = str(e)
     return out
@@ -90,7 +103,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--main", required=True, type=Path)
     ap.add_argument("--draft", required=True, type=Path)
-    ap.add_argument("--k", type=int, default=6)
+    ap.add_argument("--k", default="6", help="assistant tokens, one or a list (2,4,6,8): every speculative "
+                    "variant runs at each")
     ap.add_argument("--variant", action="append", required=True, metavar="NAME=JSON")
     ap.add_argument("--prompts", type=int, default=2, help="code prompts")
     ap.add_argument("--rounds", type=int, default=2)
@@ -98,26 +112,32 @@ def main() -> int:
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
 
-    variants = {}
+    ks = [int(k) for k in str(args.k).split(",")]
+    variants = {}  # name -> (properties, K or None for the main alone)
     for v in args.variant:
         name, _, props = v.partition("=")
-        variants[name] = json.loads(props or "{}")
+        if name.startswith("base"):
+            variants[name] = (json.loads(props or "{}"), None)
+        else:
+            for k in ks:
+                variants[name if len(ks) == 1 else f"{name}@K{k}"] = (json.loads(props or "{}"), k)
     prompts = [p.text for p in select(["code"], args.prompts)]
     info = machine_info()
     print(f"CPU: {info.get('cpu_model')}; flags {' '.join(info.get('isa_flags', []))}", flush=True)
     runs = {name: [] for name in variants}
     for r in range(args.rounds):
-        for name, props in variants.items():
-            spec = not name.startswith("base")
+        for name, (props, k) in variants.items():
+            spec = k is not None
             pipe = build(args.main, args.draft, props, spec)
-            run_once(pipe, prompts[0], args.k, 16, spec)  # untimed: first-run kernel compilation
+            run_once(pipe, prompts[0], k, 16, spec)  # untimed: first-run kernel compilation
             for p in prompts:
-                out = run_once(pipe, p, args.k, args.max_new_tokens, spec)
+                out = run_once(pipe, p, k, args.max_new_tokens, spec)
                 runs[name].append(out)
+                step = out.get("step_ms", {})
                 print(f"round {r + 1} {name:>12}: {out['decode_tok_s']:.2f} tok/s decode, "
                       f"{out['chunks']} chunks, wall {out['wall_s']:.2f} s"
-                      + (f", main {out.get('main_infer_s', 0):.2f} s draft {out.get('draft_infer_s', 0):.2f} s"
-                         if spec else ""), flush=True)
+                      + (f"; a step {step['wall']:.0f} ms = main {step['main']:.0f} + draft {step['draft']:.0f}"
+                         f" + rest {step['rest']:.0f}" if step else ""), flush=True)
             del pipe
             gc.collect()
     base = [n for n in variants if n.startswith("base")]
@@ -126,9 +146,17 @@ def main() -> int:
     for name, rs in runs.items():
         med = statistics.median(x["decode_tok_s"] for x in rs)
         summary[name] = {"median_decode_tok_s": med, "vs_" + (base[0] if base else "none"): med / ref if ref else None}
-        print(f"{name:>12}: median {med:.2f} tok/s" + (f"  ({med / ref:.2f}x {base[0]})" if ref else ""))
+        steps = [x["step_ms"] for x in rs if "step_ms" in x]
+        if steps:
+            summary[name]["step_ms"] = {part: statistics.median(x[part] for x in steps) for part in steps[0]}
+            summary[name]["tokens_per_step"] = statistics.median((args.max_new_tokens - 1) / x["steps"]
+                                                                 for x in rs if "steps" in x)
+        split = summary[name].get("step_ms")
+        print(f"{name:>12}: median {med:.2f} tok/s" + (f"  ({med / ref:.2f}x {base[0]})" if ref else "")
+              + (f"; a step {split['wall']:.0f} ms = main {split['main']:.0f} + draft {split['draft']:.0f} + rest "
+                 f"{split['rest']:.0f}, {summary[name]['tokens_per_step']:.2f} tokens" if split else ""))
     if args.json:
-        args.json.write_text(json.dumps({"machine": info, "k": args.k, "variants": variants, "summary": summary,
+        args.json.write_text(json.dumps({"machine": info, "k": ks, "variants": {n: p for n, (p, _) in variants.items()}, "summary": summary,
                                          "runs": runs, "max_new_tokens": args.max_new_tokens}, indent=1))
     return 0
 

@@ -22,11 +22,15 @@ correctness. This tool rewrites a draft IR so that its head keeps N rows:
     python scripts/trim_draft_vocab.py --draft DRAFT_IR --out DRAFT_IR-v32k --keep 32768
     python scripts/trim_draft_vocab.py --draft DRAFT_IR --out OUT --keep 32768 --ids-from-prompts
 
-Known cost (openvino-genai 2026.4): the continuous-batching pipeline inserts a Gather of the
-sampled rows ("sampled_tokens_indices") before the lm_head only when the Result hangs directly
-off the MatMul (or off Add / Transpose / softcap Multiply). Here it hangs off our Gather, so the
-trimmed draft scores every token it is fed (the prompt, and the accepted tokens it catches up
-on after each validation), not only the last one: the saving is on single-token steps only.
+The sampled rows (openvino-genai 2026.4): the continuous-batching pipeline inserts a Gather of
+the rows it samples ("sampled_tokens_indices") before the lm_head only when the Result hangs
+directly off the MatMul (or off Add / Transpose / softcap Multiply). Here it hangs off our
+remapping Gather, so the IR carries that input and Gather itself (the runner fills any model
+input of that name); otherwise the draft would score every token it is fed.
+
+Measured (BENCHMARKS.md): with f32 activations the trimmed draft is 8-12 % cheaper per step
+driven alone but no faster inside the speculative pipeline, and guesses a little worse, so it
+is an experiment, not a format.
 
 The tokenizer/detokenizer IRs and the folder's JSON files are copied, so the new folder is a
 drop-in draft. numpy and OpenVINO only (no torch).

@@ -119,6 +119,47 @@ def test_the_pipeline_overhead_is_measured_from_real_steps(result):
     assert measured_at.baseline_step_s > 0
 
 
+def test_the_chosen_pair_was_timed_in_its_own_real_pipeline(result):
+    for mode, chosen in result.choice.items():
+        timed = result.pipeline_overheads[mode]
+        pair = f"{chosen.main_format}/{chosen.draft_format}"
+        assert pair in timed, (mode, pair, list(timed))
+        assert result.pipeline_overhead[mode] == timed[pair]
+        assert (timed[pair].main_format, timed[pair].draft_format) == (chosen.main_format, chosen.draft_format)
+
+
+def test_a_pair_that_wins_on_another_pairs_overhead_is_timed_before_it_is_chosen():
+    """choose_timed with made-up pairs: "a/x" is fastest on the bare model, but its real
+    pipeline adds 60 ms a step; "b/x", predicted with a's overhead, then wins, is timed
+    itself (10 ms) and is chosen on its own number. Each pair is timed once."""
+    model_step = {("a", "x"): 0.100, ("b", "x"): 0.120, ("c", "x"): 0.200}
+    real_extra = {("a", "x"): 0.060, ("b", "x"): 0.010, ("c", "x"): 0.0}
+    timings = []
+
+    def time_pipeline(pair):
+        timings.append(pair)
+        return {"extra": real_extra[pair]}
+
+    def pool_for(overhead_of):
+        return [{"main_format": m, "draft_format": d, "step_s": step + overhead_of((m, d))["extra"]}
+                for (m, d), step in model_step.items()]
+
+    def fastest(pool):
+        return min(pool, key=lambda c: c["step_s"])
+
+    best, pool, timed = calibration.choose_timed(("a", "x"), time_pipeline, pool_for, fastest)
+    assert (best["main_format"], best["draft_format"]) == ("b", "x")
+    assert best["step_s"] == pytest.approx(0.130)  # its own overhead, not a's 60 ms
+    assert timings == [("a", "x"), ("b", "x")] and set(timed) == set(timings)
+    # "c/x" was never the pick, so it was never timed; it was predicted with a's overhead
+    assert next(c for c in pool if c["main_format"] == "c")["step_s"] == pytest.approx(0.260)
+    # When the first pair stays the best once timed, nothing else is timed.
+    timings.clear()
+    real_extra[("a", "x")] = 0.0
+    best, _, timed = calibration.choose_timed(("a", "x"), time_pipeline, pool_for, fastest)
+    assert best["main_format"] == "a" and timings == [("a", "x")]
+
+
 def test_prediction_with_overhead_by_hand():
     verify = [0.030, 0.032, 0.034, 0.036, 0.040]
     runs = [0, 4, 3, 2, 1, 0, 0]  # K=3 from p=1: keeps 3 (+1) -> p=5; +1 -> 6; +1 -> 7: 3 steps, 6 tokens

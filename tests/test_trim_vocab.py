@@ -31,8 +31,11 @@ def _logits(folder: Path, ids: np.ndarray) -> np.ndarray:
     props = {k: v for k, v in EXACT_PROPERTIES.items() if k != "KV_CACHE_PRECISION"}
     request = ov.Core().compile_model(str(folder / "openvino_model.xml"), "CPU", props).create_infer_request()
     n = ids.shape[1]
-    out = request.infer({"input_ids": ids, "attention_mask": np.ones((1, n), np.int64),
-                         "position_ids": np.arange(n, dtype=np.int64)[None], "beam_idx": np.zeros(1, np.int32)})
+    inputs = {"input_ids": ids, "attention_mask": np.ones((1, n), np.int64),
+              "position_ids": np.arange(n, dtype=np.int64)[None], "beam_idx": np.zeros(1, np.int32)}
+    if any("sampled_tokens_indices" in i.get_names() for i in request.model_inputs):
+        inputs["sampled_tokens_indices"] = np.zeros(1, np.int64)  # driven directly: row 0 is the batch
+    out = request.infer(inputs)
     return np.array(out["logits"])
 
 
@@ -49,6 +52,17 @@ def test_kept_logits_are_unchanged(smollm2_ir, trimmed):
     np.testing.assert_allclose(after[..., kept], before[..., kept], rtol=1e-5, atol=1e-4)
     assert np.isin(after.argmax(-1), kept).all()
     assert np.delete(after, kept, axis=-1).max() < before.min()
+
+
+def test_the_trimmed_head_scores_only_the_rows_the_pipeline_samples(trimmed):
+    import openvino as ov
+
+    model = ov.Core().read_model(str(trimmed / "openvino_model.xml"))
+    [rows] = [p for p in model.get_parameters() if "sampled_tokens_indices" in p.output(0).get_names()]
+    gather = next(iter(rows.output(0).get_target_inputs())).get_node()
+    assert gather.get_type_name() == "Gather"
+    # the rows are picked from the hidden states, before the (trimmed) lm_head MatMul
+    assert any(t.get_node().get_type_name() == "MatMul" for t in gather.output(0).get_target_inputs())
 
 
 def test_speculative_text_is_the_main_models(smollm2_ir, trimmed):

@@ -23,7 +23,9 @@ format pair runs in the arena's own speculative pipeline at K=1 and two larger K
 difference between its real and predicted steps gives an overhead of a + b·K per step
 (through the two larger K; K=1 keeps its own, as its real step sits off that line),
 and every configuration is predicted again with it before choosing (among those within 3 % of the
-fastest, the one with the largest speedup over its own main model). Results are cached
+fastest, the one with the largest speedup over its own main model). When another pair then
+wins, its own pipeline is timed too and the choice made again (choose_timed), so the chosen
+pair's prediction always carries its own real overhead. Results are cached
 per machine fingerprint (CPU, ISA flags, cores, RAM, OpenVINO version, model checksums)
 and reused (demo.models.calibration_store reads them back).
 
@@ -99,6 +101,26 @@ def launch_formats(isa_flags: Sequence[str]) -> tuple[list[str], list[str]]:
     if fast_int:
         return ["int4_sym", "gguf"], ["int4_sym", "gguf"]
     return ["gguf", "f16"], ["gguf"]
+
+
+def pair_of(candidate: dict) -> tuple:
+    return candidate["main_format"], candidate["draft_format"]
+
+
+def choose_timed(first: tuple, time_pipeline: Callable[[tuple], dict],
+                 pool_for: Callable[[Callable[[tuple], dict]], list], pick: Callable[[list], dict]):
+    """(choice, its pool, {pair: timing}): the pick among `pool_for`'s candidates once every
+    pair is predicted with a real pipeline's overhead, that of its own pair where it was
+    timed and the first pair's otherwise. Whenever the pick is a pair not yet timed, that
+    pair is timed and the pick made again: each pair at most once, so it ends, and the
+    chosen pair's prediction always carries its own measured overhead."""
+    timed = {first: time_pipeline(first)}
+    while True:
+        pool = pool_for(lambda pair: timed.get(pair, timed[first]))
+        best = pick(pool)
+        if pair_of(best) in timed:
+            return best, pool, timed
+        timed[pair_of(best)] = time_pipeline(pair_of(best))
 
 
 # -- the whole calibration ----------------------------------------------------------------
@@ -194,8 +216,9 @@ def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMA
         mains[fmt] = {k: v for k, v in measured.items() if k != "runs"}
     check_stop()
 
-    def candidates_for(mode: str, overhead: tuple, baseline_overhead: float = 0.0,
-                       timed_extra: Optional[dict] = None) -> list[dict]:
+    def candidates_for(mode: str, overhead_of: Callable[[tuple], Optional[dict]]) -> list[dict]:
+        """Every configuration of `mode`, each pair predicted with overhead_of(pair): a real
+        pipeline's timing (measure.pipeline_overhead), or None for the bare model."""
         out = []
         for mf, m in mains.items():
             if m["dominated"] or mode not in m["verify_s"]:
@@ -206,9 +229,12 @@ def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMA
                 # A race holds both pipelines, each compiling the main model; fair mode needs
                 # one at a time when both do not fit (PipelineCache.in_turn): main + draft.
                 need = (2 if mode == "race" else 1) * m["memory_bytes"] + d["memory_bytes"]
+                o = overhead_of((mf, df))
+                overhead = (o["per_step_s"], o["per_guess_s"]) if o else (0.0, 0.0)
+                extra = {int(k): v for k, v in o["extra_s"].items()} if o else None
                 for k in range(1, k_max + 1):
-                    p = predict(m["verify_s"][mode], d["step_s"][mode], runs[(mf, df)], k, overhead, baseline_overhead,
-                                timed_extra)
+                    p = predict(m["verify_s"][mode], d["step_s"][mode], runs[(mf, df)], k, overhead,
+                                o["baseline_overhead_s"] if o else 0.0, extra)
                     out.append({"main_format": mf, "draft_format": df, "mode": mode, **p,
                                 "memory_bytes": need, "fits": need <= budget})
         return out
@@ -224,30 +250,35 @@ def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMA
         return out
 
     # Per mode: the model's best configuration runs in a real pipeline, which gives the
-    # overhead per step the model lacks; every configuration is then predicted with it.
-    candidates, choice, overheads = [], {}, {}
+    # overhead per step the model lacks; every configuration is then predicted with it, and
+    # the pair that wins is timed in its own real pipeline too before it is chosen
+    # (choose_timed), so the choice never rests on another pair's overhead.
+    candidates, choice, overheads, timed_pairs = [], {}, {}, {}
     ks = overhead_ks(k_max, plan.overhead_at_k1)
     for mode, n in threads.items():
-        first = max(fitting(candidates_for(mode, (0.0, 0.0))), key=lambda c: c["speculative_tok_s"])
-        pair = (first["main_format"], first["draft_format"])
-        check_stop()
-        report(f"timing a real speculative pipeline ({mode} threads): main {pair[0]}, draft {pair[1]}, "
-               f"K={', '.join(map(str, ks))}")
-        m, d = mains[pair[0]], drafts[pair[1]]
-        overheads[mode] = stages.run(f"overhead:{mode}", "measure_overhead", {
-            "pair": list(pair), "main_folder": str(folders[("main", pair[0])]),
-            "draft_folder": str(folders[("draft", pair[1])]),
-            "texts": (texts if mode == "fair" else texts[:1])[:plan.overhead_prompts],
-            "max_new_tokens": ((plan.race_overhead_new_tokens if mode == "race" else None) or plan.overhead_new_tokens
-                               or max_new_tokens), "threads": n, "ks": list(ks),
-            "predicted_step_s": {str(k): predict(m["verify_s"][mode], d["step_s"][mode], runs[pair], k)["step_s"]
-                                 for k in ks},
-            "one_token_s": m["verify_s"][mode][0]}, what=f"timing a real speculative pipeline ({mode} threads)")
-        o = overheads[mode]
-        pool = candidates_for(mode, (o["per_step_s"], o["per_guess_s"]), o["baseline_overhead_s"],
-                              {int(k): v for k, v in o["extra_s"].items()})
+
+        def time_pipeline(pair: tuple, mode: str = mode, n: Optional[int] = n) -> dict:
+            check_stop()
+            report(f"timing a real speculative pipeline ({mode} threads): main {pair[0]}, draft {pair[1]}, "
+                   f"K={', '.join(map(str, ks))}")
+            m, d = mains[pair[0]], drafts[pair[1]]
+            return stages.run(f"overhead:{mode}:{pair[0]}/{pair[1]}", "measure_overhead", {
+                "pair": list(pair), "main_folder": str(folders[("main", pair[0])]),
+                "draft_folder": str(folders[("draft", pair[1])]),
+                "texts": (texts if mode == "fair" else texts[:1])[:plan.overhead_prompts],
+                "max_new_tokens": ((plan.race_overhead_new_tokens if mode == "race" else None)
+                                   or plan.overhead_new_tokens or max_new_tokens), "threads": n, "ks": list(ks),
+                "predicted_step_s": {str(k): predict(m["verify_s"][mode], d["step_s"][mode], runs[pair], k)["step_s"]
+                                     for k in ks},
+                "one_token_s": m["verify_s"][mode][0]}, what=f"timing a real speculative pipeline ({mode} threads)")
+
+        first = max(fitting(candidates_for(mode, lambda pair: None)), key=lambda c: c["speculative_tok_s"])
+        choice[mode], pool, timed = choose_timed(
+            (first["main_format"], first["draft_format"]), time_pipeline,
+            lambda overhead_of, mode=mode: fitting(candidates_for(mode, overhead_of)), pick_among_fastest)
         candidates += pool
-        choice[mode] = pick_among_fastest(fitting(pool))
+        overheads[mode] = timed[pair_of(choice[mode])]
+        timed_pairs[mode] = {f"{mf}/{df}": o for (mf, df), o in timed.items()}
     alone = max((c for c in candidates if c["mode"] == "fair" and c["fits"]), key=lambda c: c["baseline_tok_s"])
     result = Calibration.model_validate({
         "calibration_version": CALIBRATION_VERSION,
@@ -275,6 +306,8 @@ def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMA
         # Per mode: the real pipeline's step against the model's, and the overhead per step
         # every candidate's prediction includes.
         "pipeline_overhead": overheads,
+        # Every pair whose real pipeline was timed, per mode (the chosen one among them).
+        "pipeline_overheads": timed_pairs,
         "candidates": candidates,
         "choice": choice,
         "fastest_alone": {"main_format": alone["main_format"], "baseline_tok_s": alone["baseline_tok_s"]},

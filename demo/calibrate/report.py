@@ -40,7 +40,9 @@ def summary_lines(result: Calibration) -> list[str]:
         lines.append(f"  {pair:14s} draft guesses {right / max(1, tokens) * 100:.0f}% of {tokens} answer tokens right; "
                      f"tokens per step K=1..{result.k_max}: "
                      + " ".join(f"{tokens_per_step(runs, k):.2f}" for k in range(1, result.k_max + 1)))
-    for mode, o in result.pipeline_overhead.items():
+    # Every pair timed in a real pipeline (before version 5: the one pair per mode).
+    timed = [(mode, o) for mode, pairs in result.pipeline_overheads.items() for o in pairs.values()]
+    for mode, o in timed or list(result.pipeline_overhead.items()):
         steps = ", ".join(f"K={k} {o.measured_step_s[k] * 1000:.1f} ms (model {o.predicted_step_s[k] * 1000:.1f})"
                           for k in o.measured_step_s)
         lines.append(f"  {mode:4s} pipeline, main {o.main_format}, draft {o.draft_format}: a real step {steps}; "

@@ -30,6 +30,9 @@ The JSON form, as saved in the cache's calibration/ folder and written by
       pipeline_overhead    {mode: Overhead}: a real pipeline's steps at a few K against the
                            model's ({"K": seconds}), the line a + b·K through them, and the
                            main model alone's step
+      pipeline_overheads   {mode: {"MAIN/DRAFT": Overhead}}: every pair timed in a real
+                           pipeline (the chosen pair always is; its Overhead is also
+                           pipeline_overhead[mode]); absent before version 5
       candidates           [Candidate]: every (main, draft, mode, K) predicted
       choice               {mode: Candidate}: the one chosen
       fastest_alone        FastestAlone: the fastest main format without a draft (fair mode)
@@ -142,6 +145,7 @@ class Calibration(_Model):
     draft: dict[str, DraftFormat]
     agreement_runs: dict[str, list[list[int]]]
     pipeline_overhead: dict[str, Overhead] = Field(default_factory=dict)
+    pipeline_overheads: dict[str, dict[str, Overhead]] = Field(default_factory=dict)
     candidates: list[Candidate]
     choice: dict[str, Candidate]
     fastest_alone: FastestAlone
