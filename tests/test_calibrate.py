@@ -129,33 +129,36 @@ def test_the_chosen_pair_was_timed_in_its_own_real_pipeline(result):
 
 
 def test_a_pair_that_wins_on_another_pairs_overhead_is_timed_before_it_is_chosen():
-    """choose_timed with made-up pairs: "a/x" is fastest on the bare model, but its real
-    pipeline adds 60 ms a step; "b/x", predicted with a's overhead, then wins, is timed
-    itself (10 ms) and is chosen on its own number. Each pair is timed once."""
+    """choose_timed with made-up pairs whose best K differ: on the bare model "a/x" (K=6) is
+    fastest; its real pipeline adds 10 ms a guess, which costs it more than "b/x" (K=2)
+    predicted with the same overhead, so b wins; b is then timed itself (5 ms a guess) and
+    chosen on its own number. Each pair is timed once, "c/x" (never the pick) not at all."""
     model_step = {("a", "x"): 0.100, ("b", "x"): 0.120, ("c", "x"): 0.200}
-    real_extra = {("a", "x"): 0.060, ("b", "x"): 0.010, ("c", "x"): 0.0}
+    k = {("a", "x"): 6, ("b", "x"): 2, ("c", "x"): 1}
+    per_guess = {("a", "x"): 0.010, ("b", "x"): 0.005, ("c", "x"): 0.0}
     timings = []
 
     def time_pipeline(pair):
         timings.append(pair)
-        return {"extra": real_extra[pair]}
+        return {"per_guess_s": per_guess[pair]}
 
     def pool_for(overhead_of):
-        return [{"main_format": m, "draft_format": d, "step_s": step + overhead_of((m, d))["extra"]}
+        return [{"main_format": m, "draft_format": d, "step_s": step + overhead_of((m, d))["per_guess_s"] * k[(m, d)]}
                 for (m, d), step in model_step.items()]
 
     def fastest(pool):
         return min(pool, key=lambda c: c["step_s"])
 
+    assert fastest(pool_for(lambda pair: {"per_guess_s": 0.0}))["main_format"] == "a"  # the bare model's pick
     best, pool, timed = calibration.choose_timed(("a", "x"), time_pipeline, pool_for, fastest)
     assert (best["main_format"], best["draft_format"]) == ("b", "x")
-    assert best["step_s"] == pytest.approx(0.130)  # its own overhead, not a's 60 ms
+    assert best["step_s"] == pytest.approx(0.130)  # its own 5 ms a guess, not a's 10
     assert timings == [("a", "x"), ("b", "x")] and set(timed) == set(timings)
-    # "c/x" was never the pick, so it was never timed; it was predicted with a's overhead
-    assert next(c for c in pool if c["main_format"] == "c")["step_s"] == pytest.approx(0.260)
+    # c was predicted with the first pair's overhead
+    assert next(c for c in pool if c["main_format"] == "c")["step_s"] == pytest.approx(0.210)
     # When the first pair stays the best once timed, nothing else is timed.
     timings.clear()
-    real_extra[("a", "x")] = 0.0
+    per_guess[("a", "x")] = 0.0
     best, _, timed = calibration.choose_timed(("a", "x"), time_pipeline, pool_for, fastest)
     assert best["main_format"] == "a" and timings == [("a", "x")]
 
