@@ -29,10 +29,10 @@ EXACT_SUPPORT = {"CPU": tuple(EXACT_PROPERTIES), "GPU": tuple(EXACT_PROPERTIES),
 # Activations in f32 on the CPU, for every pipeline and draft alike. The CPU plugin defaults
 # to bf16 where the CPU has it (AMX, avx512_bf16), and for compressed weights that is the slow
 # path: in f32 the plugin quantizes activations to int8 on the fly and runs integer kernels
-# (int4_sym 1.5B main on the AMX Xeon: 72 -> 46 ms a token, 7-token verify 140 -> 68 ms;
+# (int4_sym 1.5B main on the AMX Xeon: 72.7 -> 48.1 ms a token, 7-token verify 139 -> 69 ms;
 # BENCHMARKS.md). Where f32 is already the default (AVX2) this changes nothing.
 CPU_PRECISION = {"INFERENCE_PRECISION_HINT": "f32"}
-CPU_ONLY_PROPERTIES = ("INFERENCE_NUM_THREADS", "ENABLE_CPU_PINNING", *CPU_PRECISION)
+CPU_ONLY_PROPERTIES = ("INFERENCE_NUM_THREADS", "ENABLE_CPU_PINNING")
 # One sampler thread for every pipeline with a scheduler: OpenVINO GenAI's plain
 # continuous-batching pipeline (the baseline) forces one, while a speculative pipeline's
 # main and draft default to one per core, and those pools then take cores from inference

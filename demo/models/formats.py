@@ -305,7 +305,7 @@ def compress(src: Path, dst: Path, weight_format: str, checkpoint: Checkpoint = 
         model = nncf.compress_weights(model, **options)
     if "group_size" in options:
         # Quantize activations in the weights' own groups: a 7-token verify of the int4_sym 1.5B
-        # main on the AMX Xeon takes 62 ms with 128 against 68 ms with the CPU plugin's 32
+        # main on the AMX Xeon takes 64 ms with 128 against 69 ms with the CPU plugin's 32
         # (one token: the same; BENCHMARKS.md). OpenVINO applies runtime_options at compile
         # time unless the caller sets the property itself (exact mode sets 0).
         model.set_rt_info(str(options["group_size"]), ["runtime_options", DYNAMIC_QUANTIZATION])
