@@ -38,7 +38,7 @@ from demo.engine.pipelines import PipelineCache  # noqa: E402
 from demo.models.calibration_store import load_cached  # noqa: E402
 from demo.models.presets import PypiSource, load_presets  # noqa: E402
 from demo.models.sources import ModelStore  # noqa: E402
-from llamacpp_reference import assemble  # noqa: E402
+from llamacpp_reference import assemble, llama_class  # noqa: E402
 
 
 def decode_rate(side) -> float | None:
@@ -73,10 +73,7 @@ def main() -> int:
     args = ap.parse_args()
 
     def body() -> int:
-        try:
-            from llama_cpp import Llama
-        except ImportError:
-            raise DemoError("llama-cpp-python is not installed; run: pip install llama-cpp-python") from None
+        Llama = llama_class()
         arena = Arena(load_presets(None), ModelStore(args.cache_dir), PipelineCache(max_pairs=1))
         preset = arena.presets.get(args.preset)
         calibration = load_cached(arena.store, preset)

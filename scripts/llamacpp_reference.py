@@ -43,6 +43,15 @@ def assemble(spec: PypiSource, out: Path) -> Path:
     return out
 
 
+def llama_class():
+    """llama_cpp.Llama, or a sentence saying how to install it."""
+    try:
+        from llama_cpp import Llama
+    except ImportError:
+        raise DemoError("llama-cpp-python is not installed; run: pip install llama-cpp-python") from None
+    return Llama
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--preset", default="qwen2.5-coder-embedded")
@@ -52,10 +61,7 @@ def main() -> int:
     args = ap.parse_args()
 
     def body() -> int:
-        try:
-            from llama_cpp import Llama
-        except ImportError:
-            raise DemoError("llama-cpp-python is not installed; run: pip install llama-cpp-python") from None
+        Llama = llama_class()
         spec = load_presets().get(args.preset).main
         if not isinstance(spec, PypiSource):
             raise DemoError(f"Preset {args.preset!r} has no GGUF main model shipped on PyPI.")
