@@ -46,16 +46,23 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
-def _resolve(args) -> tuple[Path, Optional[Path], str, int]:
-    """(main, draft, prompt, default K) from positional paths or a preset."""
+def _resolve(args) -> tuple[Path, Optional[Path], str, int, Optional[Path]]:
+    """(main, draft, prompt, default K, the baseline's own main or None) from positional
+    paths or a preset. A preset runs the formats the page would for this mode: the
+    calibrated pair, and the baseline this machine measured fastest without a draft."""
     if args.preset:
         if len(args.paths) != 1:
             raise DemoError("With --preset, give only the prompt as an argument.")
-        from .engine.arena import Arena
+        from .engine.arena import Arena, RaceRequest, weights_note
 
         arena = Arena.create(args.models, args.cache_dir)
-        pair = arena.prepare(args.preset, lambda m: print(f"[{m}]", file=sys.stderr))
-        return pair.main, pair.draft, args.paths[0], arena.default_assistant_tokens(pair.preset.name, "fair")
+        request = RaceRequest(prompt=args.paths[0], preset=args.preset, mode=args.mode,
+                              options=PipelineOptions(exact=args.exact))
+        pair = arena.prepare(args.preset, lambda m: print(f"[{m}]", file=sys.stderr), **arena.formats_for(request))
+        if pair.baseline is not None:
+            print(f"[{weights_note(pair, args.mode)}]", file=sys.stderr)
+        return (pair.main, pair.draft, args.paths[0], arena.default_assistant_tokens(pair.preset.name, args.mode),
+                pair.baseline)
     need = 2 if args.prompt_lookup else 3
     if len(args.paths) != need:
         usage = "MAIN_DIR PROMPT" if args.prompt_lookup else "MAIN_DIR DRAFT_DIR PROMPT"
@@ -66,7 +73,7 @@ def _resolve(args) -> tuple[Path, Optional[Path], str, int]:
     for d in dirs:
         if not is_ir_folder(d):
             raise DemoError(f"{d} is not an OpenVINO IR folder; export one with optimum-cli export openvino.")
-    return dirs[0], (dirs[1] if len(dirs) > 1 else None), args.paths[-1], 5
+    return dirs[0], (dirs[1] if len(dirs) > 1 else None), args.paths[-1], 5, None
 
 
 def main(argv: Optional[list[str]] = None) -> int:
@@ -79,7 +86,7 @@ def _run(args) -> int:
     from .engine.arena import validate_prompt
     from .engine.pipelines import PipelineCache
 
-    main_dir, draft_dir, prompt, default_k = _resolve(args)
+    main_dir, draft_dir, prompt, default_k, baseline_dir = _resolve(args)
     validate_prompt(prompt)
     threshold = args.assistant_confidence_threshold
     settings = GenerationSettings(
@@ -98,7 +105,8 @@ def _run(args) -> int:
     print("[loading and warming up both pipelines]", file=sys.stderr)
     cache = PipelineCache()
     load = cache.get if args.mode == "race" else cache.fair  # fair: one side at a time if both do not fit
-    runners = load(main_dir, draft_dir, settings.method, options, lambda m: print(f"[{m}]", file=sys.stderr))
+    runners = load(main_dir, draft_dir, settings.method, options, lambda m: print(f"[{m}]", file=sys.stderr),
+                   baseline=baseline_dir)
     stream = race if args.mode == "race" else fair
     results = {}
     stop = threading.Event()

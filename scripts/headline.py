@@ -1,17 +1,18 @@
-"""Issue 20's headline, side by side in one run: the speculative side with this machine's
-calibrated fair defaults against the fastest main alone that calibration found, and against
-llama.cpp's plain decoding of the same GGUF main model.
+"""The headline, measured the way a visitor's fair race runs, interleaved: the speculative
+side with this machine's calibrated fair defaults, the baseline the page races it against
+(the fastest main alone that calibration measured), and llama.cpp's plain decoding of the
+same GGUF main model, prompt by prompt, the order rotating, so drift hits every engine alike.
 
-    pip install llama-cpp-python            # the outside reference (compiles llama.cpp)
+    pip install llama-cpp-python            # optional: the outside reference (compiles llama.cpp)
     python -m demo.calibrate                # once: the calibrated defaults
-    python scripts/headline.py [--preset NAME] [--prompts 2] [--rounds 2] [--json PATH]
+    python scripts/headline.py [--preset NAME] [--prompts 4] [--rounds 3] [--json PATH]
 
-Every round runs the arena's own benchmark in fair mode (demo.bench.run_bench: each pipeline
-alone with every core, greedy, the benchmark's code prompts, whole answers timed with their
-prefill) and then llama.cpp on the same prompts with the same chat template, so drift on a
-noisy machine hits every engine alike. All three are counted the same way: tokens of the
-answer over the wall time of the whole request. The decode-only rate (tokens after the first
-over the time after the first token) is printed too.
+The OpenVINO sides are the arena's own fair pipelines (Arena.runners, the very pair a fair
+race loads). Rates are decode rates (tokens after the first over the time after the first
+token) and, for each pair of engines, are taken at EQUAL token counts: both answers cut at
+the shorter of the two, since rates over answers of different lengths do not compare. Each
+ratio is paired (same round, same prompt); the summary gives its median and range. Which
+weights each side reads, and how many bytes, is printed beside it.
 """
 
 from __future__ import annotations
@@ -21,119 +22,148 @@ import json
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from demo.bench.measure import run_bench  # noqa: E402
-from demo.bench.plan import weights_label  # noqa: E402
 from demo.core.bench_prompts import select  # noqa: E402
 from demo.core.errors import DemoError, run_command  # noqa: E402
 from demo.core.machine import machine_info  # noqa: E402
-from demo.core.settings import cpu_cores  # noqa: E402
-from demo.engine.arena import Arena  # noqa: E402
+from demo.core.settings import GenerationSettings, cpu_cores  # noqa: E402
+from demo.core.streaming import BASELINE, SPECULATIVE  # noqa: E402
+from demo.engine import llamacpp  # noqa: E402
+from demo.engine.arena import Arena, RaceRequest  # noqa: E402
+from demo.engine.openvino_runner import template  # noqa: E402
 from demo.engine.pipelines import PipelineCache  # noqa: E402
 from demo.models.calibration_store import load_cached  # noqa: E402
 from demo.models.presets import PypiSource, load_presets  # noqa: E402
 from demo.models.sources import ModelStore  # noqa: E402
-from llamacpp_reference import assemble, llama_class  # noqa: E402
+
+LLAMA = llamacpp.SIDE
 
 
-def decode_rate(side) -> float | None:
-    if side.tokens < 2 or side.elapsed_s is None or side.ttft_s is None or side.elapsed_s <= side.ttft_s:
-        return None
-    return (side.tokens - 1) / (side.elapsed_s - side.ttft_s)
+def token_times(run) -> list[float]:
+    """When each token of an OpenVINO run arrived, from the call (a speculative step's tokens arrive together)."""
+    return [c.t - run.start for c in run.chunks for _ in c.token_ids]
 
 
-def llama_answer(llm, prompt: str, max_new_tokens: int) -> dict:
-    t0 = time.perf_counter()
-    first = None
-    n = 0
-    for chunk in llm.create_chat_completion([{"role": "user", "content": prompt}], max_tokens=max_new_tokens,
-                                            temperature=0, stream=True):
-        if chunk["choices"][0]["delta"].get("content"):
-            n += 1  # one streamed piece per generated token
-            if first is None:
-                first = time.perf_counter()
-    wall = time.perf_counter() - t0
-    return {"tokens": n, "elapsed_s": wall, "tokens_per_s": n / wall,
-            "decode_tok_s": (n - 1) / (t0 + wall - first) if first is not None and n > 1 else None}
+def paired(samples: list[dict], a: str, b: str) -> list[dict]:
+    """Per sample: a's and b's decode rates over the first n tokens of both (n: the shorter answer), and a ÷ b."""
+    out = []
+    for s in samples:
+        n = min(len(s["times"][a]), len(s["times"][b]))
+        ra, rb = llamacpp.decode_rate(s["times"][a], n), llamacpp.decode_rate(s["times"][b], n)
+        if ra and rb:
+            out.append({"round": s["round"], "prompt": s["prompt"], "tokens": n, a: ra, b: rb, "ratio": ra / rb})
+    return out
+
+
+def spread(values: list[float]) -> dict:
+    return {"median": statistics.median(values), "min": min(values), "max": max(values), "n": len(values)}
+
+
+def weights_bytes(folder: Path) -> int:
+    return sum(f.stat().st_size for f in folder.glob("openvino_model.bin"))
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--preset", default="qwen2.5-coder-embedded")
-    ap.add_argument("--prompts", type=int, default=2, help="code prompts per round")
-    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--prompts", type=int, default=4, help="code prompts per round")
+    ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--max-new-tokens", type=int, default=128)
+    ap.add_argument("--no-llamacpp", action="store_true", help="leave the llama.cpp reference out")
     ap.add_argument("--cache-dir", type=Path)
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
 
     def body() -> int:
-        Llama = llama_class()
         arena = Arena(load_presets(None), ModelStore(args.cache_dir), PipelineCache(max_pairs=1))
         preset = arena.presets.get(args.preset)
         calibration = load_cached(arena.store, preset)
         if calibration is None or "fair" not in calibration.choice:
             raise DemoError(f"This machine has no calibration of {preset.name}; run: python -m demo.calibrate "
                             f"--preset {preset.name}")
-        if not isinstance(preset.main, PypiSource):
-            raise DemoError(f"Preset {preset.name!r} has no GGUF main model shipped on PyPI for llama.cpp.")
-        choice, fastest = calibration.choice["fair"], calibration.fastest_alone.main_format
-        pairs = [(choice.main_format, choice.draft_format)]
-        if fastest != choice.main_format:
-            pairs.append((fastest, choice.draft_format))  # its baseline side is the fastest main alone
-        spec_label, alone_label = weights_label(pairs[0]), weights_label(pairs[-1])
+        k = calibration.choice["fair"].k
+        request = RaceRequest(prompt="x", preset=preset.name, mode="fair",
+                              settings=GenerationSettings(max_new_tokens=args.max_new_tokens, assistant_tokens=k))
+        runners = arena.runners(request, lambda m: print(f"[{m}]", flush=True))
+        pair = arena.prepared(request)
+        labels = {SPECULATIVE: f"speculative: main {pair.main_format} + draft {pair.draft_format}, K={k}",
+                  BASELINE: f"baseline: main {pair.baseline_main_format} alone (the page's fair baseline)"}
+        reads = {SPECULATIVE: {"main": weights_bytes(pair.main), "draft": weights_bytes(pair.draft)},
+                 BASELINE: {"main": weights_bytes(pair.baseline_main)}}
         prompts = select(["code"], args.prompts)
+        settings = request.settings
         info = machine_info()
         print(f"CPU: {info.get('cpu_model')}; flags {' '.join(info.get('isa_flags', []))}", flush=True)
-        print(f"calibrated fair choice: {spec_label} K={choice.k}; fastest main alone: {fastest}", flush=True)
-        rows: dict[str, list[dict]] = {"speculative": [], "main_alone": [], "llama_cpp": []}
+        engines = [SPECULATIVE, BASELINE]
+
+        def run_openvino(side: str, text: str, tokens: int) -> list[float]:
+            runner = runners[side]
+            runner = runner.load() if hasattr(runner, "load") else runner  # a pair loaded one side at a time
+            result = runner.run(text, GenerationSettings(max_new_tokens=tokens, assistant_tokens=k), lambda c: True)
+            if result.error:
+                raise DemoError(f"The {side} side failed: {result.error}")
+            return token_times(result)
+
         with tempfile.TemporaryDirectory() as tmp:
-            gguf = assemble(preset.main, Path(tmp) / "main.gguf")
-            llm = Llama(model_path=str(gguf), n_threads=cpu_cores(), n_ctx=2048, verbose=False, seed=0)
-            llama_answer(llm, "Hi", 4)  # warm-up
+            llama, templating = None, None
+            if not args.no_llamacpp:
+                if not isinstance(preset.main, PypiSource):
+                    raise DemoError(f"Preset {preset.name!r} has no GGUF main model shipped on PyPI for llama.cpp; "
+                                    "pass --no-llamacpp.")
+                gguf = llamacpp.assemble(preset.main, arena.store.locate_parts(preset.main), Path(tmp) / "main.gguf")
+                llama = llamacpp.LlamaCppRunner(gguf, cpu_cores())
+                reads[LLAMA] = {"main": gguf.stat().st_size}
+                labels[LLAMA] = f"llama.cpp: plain decoding of the original GGUF, {cpu_cores()} threads, flash attention"
+                engines.append(LLAMA)
+                import openvino_genai
+
+                tokenizer = openvino_genai.Tokenizer(str(pair.main))
+                templating = lambda text: template(tokenizer, text)  # noqa: E731  the arena's own prompt text
+            for side, label in labels.items():
+                print(f"{label}; reads {sum(reads[side].values()) / 1e9:.2f} GB of weights a token "
+                      f"({', '.join(f'{r} {b / 1e9:.2f} GB' for r, b in reads[side].items())})", flush=True)
+
+            def run(engine: str, text: str, tokens: int) -> list[float]:
+                if engine == LLAMA:
+                    return llama.run(templating(text), tokens)
+                return run_openvino(engine, text, tokens)
+
+            for engine in engines:  # warm-up: each engine's first run compiles kernels
+                run(engine, prompts[0].text, 8)
+            samples = []
             for r in range(args.rounds):
-                bench = run_bench(preset.name, modes=["fair"], assistant_tokens=[choice.k], repeat=1,
-                                  prompts=prompts, max_new_tokens=args.max_new_tokens, arena=arena, formats=pairs)
-                for s in bench.samples:
-                    if s.weights == spec_label:
-                        rows["speculative"].append({"round": r, "prompt": s.prompt_id,
-                                                    "tokens_per_s": s.speculative.tokens_per_s,
-                                                    "decode_tok_s": decode_rate(s.speculative),
-                                                    "tokens": s.speculative.tokens,
-                                                    "tokens_per_step": s.speculative.tokens_per_step})
-                    if s.weights == alone_label:
-                        rows["main_alone"].append({"round": r, "prompt": s.prompt_id,
-                                                   "tokens_per_s": s.baseline.tokens_per_s,
-                                                   "decode_tok_s": decode_rate(s.baseline),
-                                                   "tokens": s.baseline.tokens})
-                for p in prompts:
-                    rows["llama_cpp"].append({"round": r, "prompt": p.id,
-                                              **llama_answer(llm, p.text, args.max_new_tokens)})
-                for name in rows:
-                    last = [x for x in rows[name] if x["round"] == r]
-                    print(f"round {r + 1} {name:>11}: " + ", ".join(f"{x['tokens_per_s']:.2f}" for x in last)
-                          + " tok/s", flush=True)
-        summary = {name: {"median_tok_s": statistics.median(x["tokens_per_s"] for x in xs),
-                          "median_decode_tok_s": statistics.median(x["decode_tok_s"] for x in xs
-                                                                   if x["decode_tok_s"] is not None)}
-                   for name, xs in rows.items()}
-        spec = summary["speculative"]["median_tok_s"]
-        ratios = {"vs_main_alone": spec / summary["main_alone"]["median_tok_s"],
-                  "vs_llama_cpp": spec / summary["llama_cpp"]["median_tok_s"]}
-        for name, s in summary.items():
-            print(f"{name:>11}: {s['median_tok_s']:6.2f} tok/s whole answer, {s['median_decode_tok_s']:6.2f} decode")
-        print(f"speculative ({spec_label}, K={choice.k}) = {ratios['vs_main_alone']:.2f}x the fastest main alone "
-              f"({fastest}), {ratios['vs_llama_cpp']:.2f}x llama.cpp ({cpu_cores()} threads)")
+                for i, p in enumerate(prompts):
+                    shift = (r + i) % len(engines)
+                    times = {e: run(e, p.text, args.max_new_tokens) for e in engines[shift:] + engines[:shift]}
+                    samples.append({"round": r, "prompt": p.id, "times": times})
+                    print(f"round {r + 1} {p.id}: " + ", ".join(
+                        f"{e} {llamacpp.decode_rate(t) or 0:.1f} tok/s ({len(t)} tokens)" for e, t in times.items()),
+                        flush=True)
+        comparisons = {"speculative_vs_baseline": paired(samples, SPECULATIVE, BASELINE)}
+        if LLAMA in engines:
+            comparisons["speculative_vs_llama_cpp"] = paired(samples, SPECULATIVE, LLAMA)
+            comparisons["baseline_vs_llama_cpp"] = paired(samples, BASELINE, LLAMA)
+        summary = {name: {"ratio": spread([x["ratio"] for x in rows])} for name, rows in comparisons.items() if rows}
+        for e in engines:
+            summary[e] = {"decode_tok_s": spread([r for s in samples if (r := llamacpp.decode_rate(s["times"][e]))])}
+        for e in engines:
+            s = summary[e]["decode_tok_s"]
+            print(f"{e:>12}: {s['median']:6.2f} tok/s after the first token (median of {s['n']}; "
+                  f"{s['min']:.2f}–{s['max']:.2f})")
+        for name in comparisons:
+            if name in summary:
+                s = summary[name]["ratio"]
+                print(f"{name}: {s['median']:.2f}× (paired at equal token counts; range {s['min']:.2f}–{s['max']:.2f}, "
+                      f"{s['n']} pairs)")
         if args.json:
             args.json.write_text(json.dumps({
-                "machine": info, "preset": preset.name, "choice": choice.model_dump(), "fastest_alone": fastest,
+                "machine": info, "preset": preset.name, "k": k, "labels": labels, "weights_bytes": reads,
                 "prompts": [p.id for p in prompts], "rounds": args.rounds, "max_new_tokens": args.max_new_tokens,
-                "summary": summary, "ratios": ratios, "runs": rows}, indent=1))
+                "summary": summary, "comparisons": comparisons, "samples": samples}, indent=1))
+        arena.cache.clear()
         return 0
 
     return run_command(body)

@@ -43,7 +43,8 @@ from typing import Callable, Optional, Sequence
 from ..core.errors import DemoError
 from ..models.calibration_result import Calibration
 from ..models.calibration_store import CALIBRATION_VERSION, cache_path, fingerprint, stages_path
-from .cost_model import overhead_ks, pick_among_fastest, predict
+from .cost_model import median as cost_model_median
+from .cost_model import overhead_ks, pick_among_fastest, plain_choice, predict
 from .measure import DRAFT_REPEATS, PREFIX_TOKENS, REPEATS, others_busy, sparse_points
 from ..core.files import write_atomic
 
@@ -58,6 +59,12 @@ DEFAULT_PROMPT_CLASSES = ("code",)
 DEFAULT_PROMPTS_PER_CLASS = 2
 DEFAULT_NEW_TOKENS = 128
 BUSY_SHARE = 0.2  # other processes' share of the cores above which a calibration warns
+# The weights as shipped: every other format is re-quantized from them, and its quality is
+# read against them (top-1 agreement along the same answers, measure.top1_agreement).
+REFERENCE_FORMAT = "gguf"
+# A main format whose greedy choices agree with the original weights' on fewer tokens than
+# this is never chosen: a faster answer that is a worse answer is no gain.
+MIN_AGREEMENT = 0.90
 
 Report = Callable[[str], None]
 
@@ -81,11 +88,16 @@ class Plan:
     overhead_new_tokens: Optional[int] = None  # None: as many as the acceptance answers
     race_overhead_new_tokens: Optional[int] = None  # None: overhead_new_tokens (race steps are slower)
     overhead_at_k1: bool = True  # also time K=1 itself, which can sit off the line
+    # The main model alone, every format's real baseline pipeline interleaved (measure.plain_rates).
+    plain_rounds: int = 3
+    plain_prompts: Optional[int] = None  # None: all the calibration prompts
+    plain_new_tokens: int = 64
 
 
 FULL = Plan("full")
 LAUNCH = Plan("launch", sparse_fair=True, repeats=3, acceptance_per_main=False, draft_repeats=8, overhead_prompts=1,
-              overhead_new_tokens=48, race_overhead_new_tokens=36, overhead_at_k1=False)
+              overhead_new_tokens=48, race_overhead_new_tokens=36, overhead_at_k1=False,
+              plain_rounds=3, plain_prompts=1, plain_new_tokens=32)
 
 
 def launch_formats(isa_flags: Sequence[str]) -> tuple[list[str], list[str]]:
@@ -196,7 +208,7 @@ def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMA
             report(f"draft model {fmt} cannot run here with OpenVINO's default threads: not a candidate")
     if not drafts:
         raise DemoError(f"No draft format of {preset.name!r} runs on this CPU; run python -m demo.doctor to see why.")
-    mains, runs, answered_by = {}, {}, None
+    mains, runs, answered_by, answers = {}, {}, None, {}
     for fmt in main_formats:
         check_stop()
         answer = plan.acceptance_per_main or answered_by is None
@@ -213,14 +225,46 @@ def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMA
                 runs[(fmt, df)] = r
         if answer and measured["runs"]:
             answered_by = answered_by or fmt
-        mains[fmt] = {k: v for k, v in measured.items() if k != "runs"}
+        if "answers" in measured:
+            answers[fmt] = measured["answers"]
+        mains[fmt] = {k: v for k, v in measured.items() if k not in ("runs", "answers")}
     check_stop()
+
+    # Each format's quality against the original weights, along the same greedy answers.
+    quality, too_far = {}, []
+    reference = folders.get(("main", REFERENCE_FORMAT))
+    others = {f: str(folders[("main", f)]) for f in mains if f != REFERENCE_FORMAT}
+    if reference is not None and answered_by is not None and others:
+        quality = stages.run("quality", "measure_quality", {
+            "reference": str(reference), "folders": others, "texts": texts, "answers": answers[answered_by]},
+            what="checking each weight format against the original GGUF")
+        quality[REFERENCE_FORMAT] = 1.0
+        for f, share in quality.items():
+            if share < MIN_AGREEMENT:
+                too_far.append(f"main {f} agrees with the original GGUF's greedy choice on {share:.0%} of tokens, "
+                               f"below {MIN_AGREEMENT:.0%}: not a candidate")
+                report(too_far[-1])
+    usable_mains = {f: m for f, m in mains.items() if quality.get(f, 1.0) >= MIN_AGREEMENT}
+
+    # What this machine does WITHOUT a draft, per mode: every usable main format's real
+    # baseline pipeline, interleaved. The baseline a visitor sees is the fastest of them.
+    plain, plain_pick = {}, {}
+    for mode, n in threads.items():
+        check_stop()
+        plain[mode] = stages.run(f"plain:{mode}", "measure_plain", {
+            "folders": {f: str(folders[("main", f)]) for f in usable_mains}, "threads": n,
+            "texts": texts[:plan.plain_prompts], "max_new_tokens": plan.plain_new_tokens,
+            "rounds": plan.plain_rounds}, what=f"timing the main model alone ({mode} threads)")
+        if not any(plain[mode]["rates"].values()):
+            raise DemoError(f"No main format of {preset.name!r} runs alone on this CPU with {mode} threads; "
+                            "run python -m demo.doctor to see which configurations crash.")
+        plain_pick[mode] = plain_choice({f: r for f, r in plain[mode]["rates"].items() if r})
 
     def candidates_for(mode: str, overhead_of: Callable[[tuple], Optional[dict]]) -> list[dict]:
         """Every configuration of `mode`, each pair predicted with overhead_of(pair): a real
         pipeline's timing (measure.pipeline_overhead), or None for the bare model."""
         out = []
-        for mf, m in mains.items():
+        for mf, m in usable_mains.items():
             if m["dominated"] or mode not in m["verify_s"]:
                 continue
             for df, d in drafts.items():
@@ -228,7 +272,8 @@ def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMA
                     continue
                 # A race holds both pipelines, each compiling the main model; fair mode needs
                 # one at a time when both do not fit (PipelineCache.in_turn): main + draft.
-                need = (2 if mode == "race" else 1) * m["memory_bytes"] + d["memory_bytes"]
+                plain_main = mains[plain_pick[mode]["main_format"]]["memory_bytes"]
+                need = (m["memory_bytes"] + plain_main if mode == "race" else m["memory_bytes"]) + d["memory_bytes"]
                 o = overhead_of((mf, df))
                 overhead = (o["per_step_s"], o["per_guess_s"]) if o else (0.0, 0.0)
                 extra = {int(k): v for k, v in o["extra_s"].items()} if o else None
@@ -275,11 +320,17 @@ def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMA
         first = max(fitting(candidates_for(mode, lambda pair: None)), key=lambda c: c["speculative_tok_s"])
         choice[mode], pool, timed = choose_timed(
             (first["main_format"], first["draft_format"]), time_pipeline,
-            lambda overhead_of, mode=mode: fitting(candidates_for(mode, overhead_of)), pick_among_fastest)
+            lambda overhead_of, mode=mode: fitting(candidates_for(mode, overhead_of)),
+            lambda pool, mode=mode: pick_among_fastest(pool, plain_pick[mode]["ties"]))
         candidates += pool
         overheads[mode] = timed[pair_of(choice[mode])]
         timed_pairs[mode] = {f"{mf}/{df}": o for (mf, df), o in timed.items()}
-    alone = max((c for c in candidates if c["mode"] == "fair" and c["fits"]), key=lambda c: c["baseline_tok_s"])
+    # The baseline of each mode: the chosen pair's own main when it ties with the fastest
+    # without a draft (same weights on both sides), else the fastest itself.
+    baseline = {}
+    for mode, pick in plain_pick.items():
+        fmt = choice[mode]["main_format"] if choice[mode]["main_format"] in pick["ties"] else pick["main_format"]
+        baseline[mode] = {"main_format": fmt, "baseline_tok_s": cost_model_median(plain[mode]["rates"][fmt])}
     result = Calibration.model_validate({
         "calibration_version": CALIBRATION_VERSION,
         "preset": preset.name,
@@ -310,9 +361,16 @@ def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMA
         "pipeline_overheads": timed_pairs,
         "candidates": candidates,
         "choice": choice,
-        "fastest_alone": {"main_format": alone["main_format"], "baseline_tok_s": alone["baseline_tok_s"]},
-        # Configurations that crashed OpenVINO on this machine, skipped (demo.engine.safety).
-        "skipped": stages.skipped(list(folders.values())),
+        # Measured, fair threads: the fastest main format alone (kept for older readers).
+        "fastest_alone": {"main_format": plain_pick["fair"]["main_format"],
+                          "baseline_tok_s": plain_pick["fair"]["baseline_tok_s"]},
+        "plain": plain,
+        "baseline": baseline,
+        "quality": quality,
+        "min_agreement": MIN_AGREEMENT,
+        # Configurations that crashed OpenVINO on this machine, skipped (demo.engine.safety),
+        # and formats too far from the original weights.
+        "skipped": stages.skipped(list(folders.values())) + too_far,
     })
     path = write_atomic(cache_path(store, preset.name, fp), result.to_json())
     stages.finish()

@@ -69,18 +69,43 @@ def dominated(fair_curve: Sequence[float], mains: dict, drafts: dict, runs: dict
     return bound < best
 
 
-# Closer than this to the fastest, calibration cannot tell configurations apart; among them
-# the one where speculation does the most work wins, since showing what it buys is this
-# demo's point (the page names the fastest main-alone configuration next to it).
+# Closer than this to the fastest, calibration cannot tell configurations apart.
 TIE_MARGIN = 0.03
 
 
-def pick_among_fastest(fitting: Sequence[dict]) -> dict:
-    """The configuration with the largest predicted speedup over its own main model among
-    those within TIE_MARGIN of the fastest (ties keep the faster one)."""
+def pick_among_fastest(fitting: Sequence[dict], preferred_mains: Sequence[str] = ()) -> dict:
+    """Among the configurations within TIE_MARGIN of the fastest predicted speculative rate,
+    one whose main format is in `preferred_mains` (those tied for the fastest without a
+    draft, plain_choice), so that the baseline can run the same main weights; then the
+    fastest. Never the largest speedup over its own main: a main that is slow alone makes
+    that ratio large and the comparison dishonest (issue 29)."""
     fastest_tok_s = max(c["speculative_tok_s"] for c in fitting)
     near = [c for c in fitting if c["speculative_tok_s"] >= (1 - TIE_MARGIN) * fastest_tok_s]
-    return max(near, key=lambda c: (c["speculative_tok_s"] / c["baseline_tok_s"], c["speculative_tok_s"]))
+    return max(near, key=lambda c: (c["main_format"] in preferred_mains, c["speculative_tok_s"]))
+
+
+def median(values: Sequence[float]) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+def ties_with(samples: Sequence[float], best: Sequence[float]) -> bool:
+    """Whether a configuration's paired samples (same round, same prompt) cannot be told
+    from the best one's: their median ratio is within TIE_MARGIN, or at least one pair
+    had it at least as fast (the machine's drift is larger than the difference)."""
+    ratios = [a / b for a, b in zip(samples, best) if b > 0]
+    return bool(ratios) and (median(ratios) >= 1 - TIE_MARGIN or max(ratios) >= 1)
+
+
+def plain_choice(rates: dict) -> dict:
+    """The fastest main format without a draft, from interleaved real-pipeline samples
+    ({format: [tok/s per round and prompt]}): {"main_format", "baseline_tok_s" (its median),
+    "ties": formats that cannot be told from it, itself included}."""
+    medians = {f: median(v) for f, v in rates.items() if v}
+    best = max(medians, key=medians.get)
+    ties = [f for f in medians if f == best or ties_with(rates[f], rates[best])]
+    return {"main_format": best, "baseline_tok_s": medians[best], "ties": ties}
 
 
 def overhead_ks(k_max: int, with_k1: bool = True) -> tuple[int, ...]:

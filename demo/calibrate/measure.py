@@ -230,3 +230,90 @@ def prompt_ids(folder: Path, prompts: Sequence[str]) -> tuple[list[list[int]], i
             text = tokenizer.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True)
         out.append([int(t) for t in tokenizer.encode(text).input_ids.data[0]])
     return out, int(tokenizer.get_eos_token_id())
+
+
+def decode_tok_s(chunks) -> Optional[float]:
+    """Tokens per second after the first streamed chunk (the prefill and the first token
+    left out): the rate the machine decodes at, comparable across formats and K."""
+    if len(chunks) < 2 or chunks[-1].t <= chunks[0].t:
+        return None
+    return sum(len(c.token_ids) for c in chunks[1:]) / (chunks[-1].t - chunks[0].t)
+
+
+def plain_rates(folders: dict, prompts: Sequence[str], max_new_tokens: int, threads: Optional[int], rounds: int,
+                send: Callable[[str], None] = lambda m: None, stop: Optional[threading.Event] = None,
+                before_load: Callable[[str], None] = lambda fmt: None) -> dict:
+    """Each main format's real baseline pipeline (the main model alone, the arena's own),
+    timed INTERLEAVED: round by round, prompt by prompt, every format in turn (the order
+    rotating), so the machine's drift hits every format alike and the rates can be paired.
+    {"rates": {format: [decode tok/s per (round, prompt)]}, "interleaved": bool}: when the
+    pipelines do not fit in memory together they are timed one after another instead, and
+    `interleaved` says so. `before_load(format)` is called before each format is compiled."""
+    import gc
+
+    from ..core.memory import budget_bytes
+    from ..core.settings import GenerationSettings, PipelineOptions
+    from ..core.streaming import BASELINE
+    from ..engine.pipelines import PairKey, build_side
+
+    formats = list(folders)
+    sizes = {f: 2 * sum(p.stat().st_size for p in Path(folders[f]).glob("openvino_model.bin")) for f in formats}
+    together = sum(sizes.values()) <= budget_bytes()
+    settings = GenerationSettings(max_new_tokens=max_new_tokens)
+    rates: dict = {f: [] for f in formats}
+
+    def load(fmt: str):
+        send(f"loading the main model alone ({fmt}) to time it")
+        before_load(fmt)  # a native crash from here on is this format's (stages.announce)
+        runner = build_side(PairKey(folders[fmt], None, "draft", PipelineOptions(threads=threads)), BASELINE,
+                            lambda m: None, warmup=False)
+        runner.run(prompts[0], GenerationSettings(max_new_tokens=WARMUP_TOKENS), lambda chunk: True)  # untimed
+        return runner
+
+    def time_once(runner, fmt: str, text: str) -> None:
+        if stop is not None and stop.is_set():
+            raise DemoError("Calibration was stopped; nothing was saved.")
+        run = runner.run(text, settings, lambda chunk: True)
+        rate = decode_tok_s(run.chunks)
+        if run.error or rate is None:
+            raise DemoError(f"The main model alone ({fmt}) failed while calibrating ({run.error or 'no steps'}); "
+                            "check the prepared models.")
+        rates[fmt].append(rate)
+
+    if together:
+        runners = {f: load(f) for f in formats}
+        try:
+            for r in range(rounds):
+                send(f"timing the main model alone, every format in turn: round {r + 1} of {rounds}")
+                for text in prompts:
+                    for fmt in formats[r % len(formats):] + formats[:r % len(formats)]:
+                        time_once(runners[fmt], fmt, text)
+        finally:
+            runners.clear()
+            gc.collect()
+    else:
+        for fmt in formats:
+            runner = load(fmt)
+            try:
+                for _ in range(rounds):
+                    for text in prompts:
+                        time_once(runner, fmt, text)
+            finally:
+                del runner
+                gc.collect()
+    return {"rates": rates, "interleaved": together}
+
+
+def top1_agreement(reference: StatefulModel, other: StatefulModel, prompts_ids: Sequence[Sequence[int]],
+                   answers: Sequence[Sequence[int]]) -> float:
+    """Share of answer positions where two models' greedy choices agree, both reading the
+    same text (teacher forcing): a weight format's quality against the original weights,
+    independent of where a greedy answer first drifts."""
+    same = total = 0
+    for p, a in zip(prompts_ids, answers):
+        if len(a) < 2:
+            continue
+        ref, oth = draft_guesses(reference, p, a), draft_guesses(other, p, a)
+        same += sum(x == y for x, y in zip(ref, oth))
+        total += len(ref)
+    return same / total if total else 1.0

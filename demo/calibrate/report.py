@@ -4,6 +4,7 @@ measured sweep, and the verify-cost plot."""
 from __future__ import annotations
 
 from pathlib import Path
+from statistics import median
 
 from ..core.errors import DemoError
 from ..models.calibration_result import Calibration
@@ -49,11 +50,33 @@ def summary_lines(result: Calibration) -> list[str]:
                      f"the other K add {o.per_step_s * 1000:.1f} ms + {o.per_guess_s * 1000:.1f} ms × K; "
                      f"main alone {o.baseline_step_s * 1000:.1f} ms a token, {o.baseline_overhead_s * 1000:+.1f} "
                      "ms on the model's")
+    for fmt, share in result.quality.items():
+        if fmt != "gguf":
+            lines.append(f"  main {fmt:9s} agrees with the original GGUF's greedy choice on {share:.1%} of answer tokens"
+                         + (" (below the bound: not a candidate)" if share < (result.min_agreement or 0) else ""))
+    for mode, p in result.plain.items():
+        rates = {f: median(r) for f, r in p.rates.items() if r}
+        lines.append(f"  {mode:4s} main alone, real pipelines {'interleaved' if p.interleaved else 'one after another'}"
+                     f" ({sum(len(r) for r in p.rates.values())} runs): "
+                     + ", ".join(f"{f} {v:.1f}" for f, v in sorted(rates.items(), key=lambda x: -x[1]))
+                     + " tok/s after the first token (median)")
     for mode, c in result.choice.items():
+        base = result.baseline.get(mode)
+        if base is None:  # before version 6: the model's prediction for its own main
+            lines.append(f"  {mode:4s}: main {c.main_format}, draft {c.draft_format}, K={c.k}: predicted "
+                         f"{c.speculative_tok_s:.1f} tok/s vs {c.baseline_tok_s:.1f} alone ({c.speedup:.2f}×)")
+            continue
         lines.append(f"  {mode:4s}: main {c.main_format}, draft {c.draft_format}, K={c.k}: predicted "
-                     f"{c.speculative_tok_s:.1f} tok/s vs {c.baseline_tok_s:.1f} alone ({c.speedup:.2f}×)")
+                     f"{c.speculative_tok_s:.1f} tok/s vs {base.baseline_tok_s:.1f} measured for the baseline, "
+                     f"{base.main_format} alone ({c.speculative_tok_s / base.baseline_tok_s:.2f}×: what speculation buys)")
+    fair = result.plain.get("fair")
+    if fair is not None and fair.rates.get("gguf") and result.baseline.get("fair"):
+        base = result.baseline["fair"]
+        lines.append(f"  what the format buys: {base.main_format} alone runs "
+                     f"{base.baseline_tok_s / median(fair.rates['gguf']):.2f}× the original GGUF's weights alone (fair threads)")
     fa = result.fastest_alone
-    lines.append(f"  fastest main alone: {fa.main_format} at {fa.baseline_tok_s:.1f} tok/s (predicted)")
+    lines.append(f"  fastest main alone: {fa.main_format} at {fa.baseline_tok_s:.1f} tok/s "
+                 f"({'measured' if result.plain else 'predicted'}, fair threads)")
     return lines
 
 

@@ -122,7 +122,9 @@ def measure_main(args: dict, send) -> dict:
             "dominated": "race" not in curves or "fair" not in curves or (args.get("answer", True) and not runs),
             # Median time of one real decoding step (growing past): a check on verify_s[0].
             "decode_step_s": sorted(decode)[len(decode) // 2] if decode else None,
-            "runs": runs, **({"fair_measured_at": ends_only} if ends_only else {})}
+            "runs": runs, **({"fair_measured_at": ends_only} if ends_only else {}),
+            # The greedy answers themselves: a weight format's quality is read along them (measure_quality).
+            **({"answers": answers} if runs and args.get("answer", True) else {})}
 
 
 def recheck(model, curve: list, decode_s: list, ms: list, repeats: int, sparse: bool, fmt: str, send) -> list:
@@ -145,6 +147,36 @@ def measure_overhead(args: dict, send) -> dict:
     predicted = {int(k): v for k, v in args["predicted_step_s"].items()}
     return measure.pipeline_overhead(tuple(args["pair"]), folders, args["texts"], args["max_new_tokens"],
                                      args["threads"], args["ks"], lambda k: predicted[k], args["one_token_s"])
+
+
+def measure_plain(args: dict, send) -> dict:
+    """Every main format's real baseline pipeline, interleaved, in one mode's threads
+    (measure.plain_rates): what this machine does without a draft."""
+    threads = args["threads"]
+    folders = {f: d for f, d in args["folders"].items() if NativeConfig(d, "main", threads).key not in args["unusable"]}
+    return measure.plain_rates(folders, args["texts"], args["max_new_tokens"], threads, args["rounds"], send,
+                               before_load=lambda fmt: announce(send, NativeConfig(folders[fmt], "main", threads)))
+
+
+def measure_quality(args: dict, send) -> dict:
+    """Each main format's top-1 agreement with the reference (the original GGUF's weights),
+    both reading the same greedy answers (measure.top1_agreement); {format: share}."""
+    ids, _ = measure.prompt_ids(Path(args["reference"]), args["texts"])
+    announce(send, NativeConfig(args["reference"], "main", None))
+    reference = measure.StatefulModel(Path(args["reference"]), None)
+    out = {}
+    try:
+        for fmt, folder in args["folders"].items():
+            send(f"checking the main model's {fmt} weights against the original GGUF's")
+            announce(send, NativeConfig(folder, "main", None))
+            other = measure.StatefulModel(Path(folder), None)
+            try:
+                out[fmt] = measure.top1_agreement(reference, other, ids, args["answers"])
+            finally:
+                other.close()
+    finally:
+        reference.close()
+    return out
 
 
 # -- the parent's side -----------------------------------------------------------------

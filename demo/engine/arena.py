@@ -9,7 +9,9 @@
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 from pathlib import Path
+from statistics import median
 from typing import Callable, Iterator, Optional, Sequence, Union
 
 from ..core import placement
@@ -29,7 +31,7 @@ from .safety import NativeConfig, NativeGuard, SafetyRecord
 from .startup import Calibrator, StartupState, start_warmup
 from .waiting import status_stream, with_last_message
 
-__all__ = ["Arena", "RaceRequest", "Summary", "how_it_ran", "threads_for", "validate_prompt"]  # the front door
+__all__ = ["Arena", "RaceRequest", "Summary", "how_it_ran", "threads_for", "validate_prompt", "weights_note"]  # the front door
 
 
 class Arena:
@@ -88,11 +90,12 @@ class Arena:
 
     def prepare(self, preset_name: Optional[str], status: Callable[[str], None] = lambda m: None,
                 cancel: Optional[threading.Event] = None, main_format: Optional[str] = None,
-                draft_format: Optional[str] = None) -> PreparedPair:
-        """Prepare a preset's models (in the given formats) once. Different presets prepare
-        independently, so a long prepare of one never blocks visitors of another."""
+                draft_format: Optional[str] = None, baseline_format: Optional[str] = None) -> PreparedPair:
+        """Prepare a preset's models (in the given formats; `baseline_format`: the main model's
+        for the baseline side, when other) once. Different presets prepare independently, so
+        a long prepare of one never blocks visitors of another."""
         preset = self.presets.get(preset_name)
-        key = (preset.name, main_format, draft_format)
+        key = (preset.name, main_format, draft_format, baseline_format)
         if key in self._prepared:
             return self._prepared[key]
         reason = self.needs_operator(preset.name)
@@ -109,7 +112,7 @@ class Arena:
                     status(f"{stage}: {100 * done / total:.0f}%" if total else f"{stage}…")
 
                 pair = prepare_preset(preset, self.store, progress, main_format=main_format,
-                                      draft_format=draft_format, cancel=cancel)
+                                      draft_format=draft_format, cancel=cancel, baseline_format=baseline_format)
                 with self._locks_lock:
                     self._prepared[key] = pair
             return self._prepared[key]
@@ -120,22 +123,36 @@ class Arena:
         """The weight formats a request runs on: its own if it names them; for fair mode,
         this machine's calibrated fair-mode choice where models.yaml says `auto` (one mode
         may favour formats another cannot fit: a race compiles the main model twice);
-        otherwise models.yaml's (`auto`: the race's calibrated choice)."""
-        wanted = {"main_format": request.main_format, "draft_format": request.draft_format}
+        otherwise models.yaml's (`auto`: the race's calibrated choice).
+
+        `baseline_format`: where the main model is `auto`, the baseline runs what this
+        machine's calibration measured fastest without a draft in the request's mode
+        (Calibration.baseline), so the speedup a visitor reads is against the best this
+        machine does alone; None keeps the speculative side's main. A request that names its
+        formats, and exact mode (the proof that both sides give the same tokens), keep one
+        main on both sides."""
+        wanted = {"main_format": request.main_format, "draft_format": request.draft_format, "baseline_format": None}
         preset = self.presets.get(request.preset)
-        if request.mode != "fair" or preset.draft is None:
+        if preset.draft is None:
             return wanted
         calibration = load_cached(self.store, preset)
-        choice = calibration.choice.get("fair") if calibration is not None else None
+        if calibration is None:
+            return wanted
+        mode = "fair" if request.mode == "fair" else "race"
+        choice = calibration.choice.get("fair") if mode == "fair" else None
         for role, spec in (("main", preset.main), ("draft", preset.draft)):
             if wanted[f"{role}_format"] is None and getattr(spec, "format", None) == "auto" and choice:
                 wanted[f"{role}_format"] = choice.format_of(role)
+        fastest = calibration.baseline.get(mode)
+        if (fastest is not None and request.main_format is None and not request.options.exact
+                and getattr(preset.main, "format", None) == "auto"):
+            wanted["baseline_format"] = fastest.main_format
         return wanted
 
     def prepared(self, request: RaceRequest) -> Optional[PreparedPair]:
         formats = self.formats_for(request)
         return self._prepared.get((self.presets.get(request.preset).name, formats["main_format"],
-                                   formats["draft_format"]))
+                                   formats["draft_format"], formats["baseline_format"]))
 
     def runners(self, request: RaceRequest, status: Callable[[str], None] = lambda m: None) -> dict:
         """Prepare and load a request's pipelines (the caller holds the admission slot).
@@ -144,13 +161,15 @@ class Arena:
         pair = self.prepare(request.preset, status, **self.formats_for(request))
         options = request.options.with_threads(self.threads_to_use(request, pair, status))
         load = self.cache.fair if request.mode == "fair" else self.cache.get
-        return load(pair.main, pair.draft, request.settings.method, options, status)
+        return load(pair.main, pair.draft, request.settings.method, options, status, baseline=pair.baseline)
 
     def native_configs(self, request: RaceRequest, pair: PreparedPair, threads: Optional[int]) -> list[NativeConfig]:
         """The model × thread count configurations a request compiles on the CPU."""
         o, out = request.options, []
         if placement.kind(o.main_device) == "CPU":
             out.append(NativeConfig(str(pair.main), "main", threads))
+            if pair.baseline is not None:
+                out.append(NativeConfig(str(pair.baseline), "main", threads))
         if request.settings.method == "draft" and pair.draft is not None and placement.kind(o.draft_device) == "CPU":
             out.append(NativeConfig(str(pair.draft), "draft", threads))
         return out
@@ -181,7 +200,8 @@ class Arena:
         in_turn = getattr(self.cache, "in_turn", None)
         if request.mode != "fair" or pair is None or in_turn is None:
             return False
-        return in_turn(self.cache.key(pair.main, pair.draft, request.settings.method, request.options.with_threads(None)))
+        return in_turn(self.cache.key(pair.main, pair.draft, request.settings.method, request.options.with_threads(None),
+                                      pair.baseline))
 
     # -- running --------------------------------------------------------------------------
     def run(self, request: RaceRequest, stop: Optional[threading.Event] = None,
@@ -277,7 +297,13 @@ class Arena:
     # -- results --------------------------------------------------------------------------
     def summarize(self, results: dict, request: RaceRequest) -> Summary:
         base, spec = results[BASELINE], results[SPECULATIVE]
-        return Summary.of(compare(base, spec), how=self._how(request),
+        comparison = compare(base, spec)
+        pair = self.prepared(request)
+        if pair is not None and pair.baseline is not None and comparison.verdict != "identical":
+            # Not a fault of speculation: the baseline ran other weights (weights_note).
+            comparison = replace(comparison, verdict=f"{comparison.verdict}; the two sides read different main "
+                                                     f"weights ({pair.baseline_format} and {pair.main_format})")
+        return Summary.of(comparison, how=self._how(request),
                           errors={side: r.error for side, r in results.items() if r.error},
                           why=lambda c: explain(base, spec, c.speedup, request.settings.assistant_tokens,
                                                 self.calibration_for(request)))
@@ -291,6 +317,8 @@ class Arena:
             except DemoError:
                 pass
         how = how_it_ran(request.mode, request.options, request.settings.method, used, self.loads_in_turn(request))
+        if pair is not None and pair.baseline is not None:
+            how += "; " + weights_note(pair, "race" if request.mode == "race" else "fair")
         if used != wanted:
             how += (f"; OpenVINO crashes on this CPU with {wanted} thread{'s' if wanted != 1 else ''} per pipeline "
                     "for these models, so that split was skipped")
@@ -298,7 +326,8 @@ class Arena:
 
     def calibration_for(self, request: RaceRequest) -> Optional[dict]:
         """What this machine's calibration (demo.calibrate) says about the request: the
-        prediction for its formats, mode and K, and the fastest main-alone configuration."""
+        prediction for its formats, mode and K against the baseline it races, and the fastest
+        main-alone configuration measured in the request's mode."""
         preset = self.presets.get(request.preset)
         pair = self.prepared(request)
         result = load_cached(self.store, preset)
@@ -307,9 +336,26 @@ class Arena:
         mode = "race" if request.mode == "race" else "fair"
         match = [c for c in result.candidates if c.mode == mode and c.k == request.settings.assistant_tokens
                  and c.main_format == pair.main_format and c.draft_format == pair.draft_format]
-        fastest = result.fastest_alone
-        return {
-            "predicted_speedup": match[0].speedup if match else None,
-            "formats": f"main {pair.main_format}, draft {pair.draft_format}",
-            "fastest_alone": f"{fastest.main_format} main alone, about {fastest.baseline_tok_s:.1f} tok/s",
-        }
+        measured = result.baseline.get(mode)
+        plain = result.plain.get(mode)
+        fastest = None
+        if plain is not None:
+            rates = {f: median(r) for f, r in plain.rates.items() if r}
+            best = max(rates, key=rates.get)
+            fastest = (f"{best} main alone, {rates[best]:.1f} tok/s after the first token, measured by calibration "
+                       f"in {mode} mode ({'1 thread' if mode == 'race' and result.threads.get('race') == 1 else mode + ' threads'})")
+        predicted = None
+        if match:
+            # Against what the baseline really runs here: the measured fastest alone, when there is one.
+            predicted = match[0].speculative_tok_s / (measured.baseline_tok_s if measured else match[0].baseline_tok_s)
+        formats = f"main {pair.main_format}, draft {pair.draft_format}"
+        if pair.baseline is not None:
+            formats += f"; the baseline's main {pair.baseline_format}"
+        return {"predicted_speedup": predicted, "formats": formats, "fastest_alone": fastest}
+
+
+def weights_note(pair: PreparedPair, mode: str) -> str:
+    """One line for a race whose two sides read different main weights."""
+    return (f"the baseline runs the main model as {pair.baseline_format}, this machine's fastest without a draft "
+            f"in {mode} mode, and the speculative side as {pair.main_format} (faster with its draft): different "
+            "weights, so their texts may differ (exact mode runs one main on both sides)")

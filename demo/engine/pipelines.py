@@ -41,9 +41,17 @@ class PairKey:
     draft: Optional[str]
     method: str
     options: PipelineOptions
+    # The baseline side's main model when it runs other weights than the speculative side's
+    # (this machine's fastest format without a draft); None: the same `main`.
+    baseline_main: Optional[str] = None
 
     def folders(self) -> list[Path]:
-        return [Path(self.main)] + ([Path(self.draft)] if self.draft else [])
+        extra = [Path(self.baseline_main)] if self.baseline_main else []
+        return [Path(self.main)] + ([Path(self.draft)] if self.draft else []) + extra
+
+    def main_of(self, side: str) -> str:
+        """The main model folder a side compiles."""
+        return self.baseline_main if side == BASELINE and self.baseline_main else self.main
 
 
 class PipelineCache:
@@ -70,10 +78,12 @@ class PipelineCache:
         self._lock = threading.Lock()
 
     @staticmethod
-    def key(main: Path, draft: Optional[Path], method: str, options: PipelineOptions) -> PairKey:
+    def key(main: Path, draft: Optional[Path], method: str, options: PipelineOptions,
+            baseline: Optional[Path] = None) -> PairKey:
         if method == "draft" and draft is None:
             raise DemoError("This preset has no draft model; choose prompt lookup as the speculative method.")
-        return PairKey(str(main), str(draft) if method == "draft" else None, method, options)
+        return PairKey(str(main), str(draft) if method == "draft" else None, method, options,
+                       str(baseline) if baseline is not None and Path(baseline) != Path(main) else None)
 
     def loaded_bytes(self) -> int:
         return sum(self._sizes.get(k, 0) for k in self._pairs)
@@ -97,7 +107,7 @@ class PipelineCache:
             return sum(f.stat().st_size for f in folder.glob("openvino_model.bin"))
         main = weights(Path(key.main))
         draft = weights(Path(key.draft)) if key.draft else 0
-        per_side = {BASELINE: 2 * main, SPECULATIVE: 2 * (main + draft) + kv_pool_bytes(key)}
+        per_side = {BASELINE: 2 * weights(Path(key.main_of(BASELINE))), SPECULATIVE: 2 * (main + draft) + kv_pool_bytes(key)}
         return sum(per_side[side] for side in sides)
 
     def fits(self, key: PairKey, sides: tuple = SIDES) -> bool:
@@ -120,15 +130,15 @@ class PipelineCache:
         return False
 
     def get(self, main: Path, draft: Optional[Path], method: str, options: PipelineOptions,
-            status: Callable[[str], None] = lambda msg: None) -> dict[str, OpenVINORunner]:
-        """Both sides of a pair, loaded together."""
-        return self._get(self.key(main, draft, method, options), SIDES, status)
+            status: Callable[[str], None] = lambda msg: None, baseline: Optional[Path] = None) -> dict[str, OpenVINORunner]:
+        """Both sides of a pair, loaded together (`baseline`: the baseline's own main folder, if other)."""
+        return self._get(self.key(main, draft, method, options, baseline), SIDES, status)
 
     def fair(self, main: Path, draft: Optional[Path], method: str, options: PipelineOptions,
-                   status: Callable[[str], None] = lambda msg: None) -> dict:
+             status: Callable[[str], None] = lambda msg: None, baseline: Optional[Path] = None) -> dict:
         """The runners of a fair measurement: both sides loaded, or, for a pair
         that fits only one side at a time, each side in turn (SideInTurn)."""
-        key = self.key(main, draft, method, options)
+        key = self.key(main, draft, method, options, baseline)
         if self.in_turn(key):
             status("these models fit in memory one pipeline at a time: each side is loaded when it runs")
             return {side: SideInTurn(self, key, side) for side in SIDES}
@@ -191,10 +201,10 @@ class SideInTurn:
         import openvino_genai
 
         self.cache, self.key, self.side = cache, key, side
-        self.tokenizer = openvino_genai.Tokenizer(key.main)
-        self.max_context = max_context(Path(key.main))
+        self.tokenizer = openvino_genai.Tokenizer(key.main_of(side))
+        self.max_context = max_context(Path(key.main_of(side)))
         self.max_prompt = placement.max_prompt_tokens(key.options, key.method)
-        self.kv_tokens = kv_capacity.side_capacity(key.main, key.draft, side, key.method, key.options)
+        self.kv_tokens = kv_capacity.side_capacity(key.main_of(side), key.draft, side, key.method, key.options)
 
     def is_loaded(self) -> bool:
         return (self.key, (self.side,)) in self.cache.loaded()
@@ -262,7 +272,7 @@ def _load_pipelines(key: PairKey, sides: tuple, status: Callable[[str], None]) -
     try:
         if BASELINE in sides:
             status("loading the baseline pipeline (main model)")
-            pipes[BASELINE] = ov.LLMPipeline(key.main, o.main_device, **main_props)
+            pipes[BASELINE] = ov.LLMPipeline(key.main_of(BASELINE), o.main_device, **main_props)
         if SPECULATIVE in sides:
             status("loading the speculative pipeline (main + draft)")
             if key.method == "draft":
@@ -290,9 +300,9 @@ def build_pair(key: PairKey, status: Callable[[str], None]) -> dict[str, OpenVIN
 
 
 def _runner(key: PairKey, side: str, pipe, warmup: bool = True) -> OpenVINORunner:
-    return OpenVINORunner(side, pipe, warmup=warmup, max_context=max_context(Path(key.main)), method=key.method,
+    return OpenVINORunner(side, pipe, warmup=warmup, max_context=max_context(Path(key.main_of(side))), method=key.method,
                           max_prompt=placement.max_prompt_tokens(key.options, key.method),
-                          kv_tokens=kv_capacity.side_capacity(key.main, key.draft, side, key.method, key.options))
+                          kv_tokens=kv_capacity.side_capacity(key.main_of(side), key.draft, side, key.method, key.options))
 
 
 def build_side(key: PairKey, side: str, status: Callable[[str], None], warmup: bool = True) -> OpenVINORunner:

@@ -35,7 +35,17 @@ The JSON form, as saved in the cache's calibration/ folder and written by
                            pipeline_overhead[mode]); absent before version 5
       candidates           [Candidate]: every (main, draft, mode, K) predicted
       choice               {mode: Candidate}: the one chosen
-      fastest_alone        FastestAlone: the fastest main format without a draft (fair mode)
+      fastest_alone        FastestAlone: the fastest main format without a draft (fair mode;
+                           measured in a real pipeline since version 6, predicted before)
+      plain                {mode: PlainTiming}: every usable main format's real baseline
+                           pipeline, timed interleaved: {"rates": {format: [decode tok/s]},
+                           "interleaved": bool}
+      baseline             {mode: FastestAlone}: the main format the arena's baseline runs in
+                           that mode and its measured median rate: the fastest alone, or the
+                           chosen pair's own main where the two tie within the spread
+      quality              {main format: share of answer tokens where its greedy choice
+                           agrees with the original GGUF's}; min_agreement: the bound below
+                           which a format is never chosen
       skipped              sentences: configurations that crashed OpenVINO here, left out
       path                 where it was saved (in the result calibrate returns and in --json)
 
@@ -123,6 +133,14 @@ class FastestAlone(_Model):
     baseline_tok_s: float
 
 
+class PlainTiming(_Model):
+    """Every main format's real baseline pipeline in one mode, timed interleaved (round by
+    round, prompt by prompt, every format in turn): decode tok/s after the first token."""
+
+    rates: dict[str, list[float]]
+    interleaved: bool
+
+
 class Calibration(_Model):
     calibration_version: int
     preset: str
@@ -149,6 +167,13 @@ class Calibration(_Model):
     candidates: list[Candidate]
     choice: dict[str, Candidate]
     fastest_alone: FastestAlone
+    # Since version 6. plain: {mode: PlainTiming}; baseline: {mode: what the arena's baseline
+    # runs, measured}: the fastest main alone, or the chosen pair's own main where the two
+    # cannot be told apart; quality: {main format: top-1 agreement with the original GGUF}.
+    plain: dict[str, PlainTiming] = Field(default_factory=dict)
+    baseline: dict[str, FastestAlone] = Field(default_factory=dict)
+    quality: dict[str, float] = Field(default_factory=dict)
+    min_agreement: Optional[float] = None
     skipped: list[str] = Field(default_factory=list)
     path: Optional[str] = None
 

@@ -25,15 +25,29 @@ class PreparedPair:
     # The weight format each folder holds (demo/models/formats.py); None for a source used as shipped.
     main_format: Optional[str] = None
     draft_format: Optional[str] = None
+    # The main model as the baseline runs it, when not in the speculative side's format:
+    # this machine's fastest without a draft (demo.calibrate), so the speedup is against the
+    # best it does alone. None: the baseline runs `main`.
+    baseline: Optional[Path] = None
+    baseline_format: Optional[str] = None
+
+    @property
+    def baseline_main(self) -> Path:
+        return self.baseline or self.main
+
+    @property
+    def baseline_main_format(self) -> Optional[str]:
+        return self.baseline_format if self.baseline is not None else self.main_format
 
 
 def prepare_preset(preset: Preset, store: ModelStore, progress: Progress = no_progress,
                    main_format: Optional[str] = None, draft_format: Optional[str] = None,
-                   cancel: Optional[threading.Event] = None) -> PreparedPair:
+                   cancel: Optional[threading.Event] = None, baseline_format: Optional[str] = None) -> PreparedPair:
     """Prepare main and draft, then check that they share a tokenizer.
 
     `main_format` / `draft_format` ask for a weight format other than the preset's own
-    (None: what models.yaml says); `cancel` stops the preparing (demo.models.sources.Cancelled).
+    (None: what models.yaml says); `baseline_format`, the main model's format for the baseline
+    side when it differs; `cancel` stops the preparing (demo.models.sources.Cancelled).
     A prepare that would not fit on its disk or in memory is refused first (demo.models.room).
     """
     if preset.draft is None and draft_format is not None:
@@ -61,6 +75,10 @@ def prepare_preset(preset: Preset, store: ModelStore, progress: Progress = no_pr
             worker.join()
     if failed:
         raise failed[0]
+    baseline = None
+    if baseline_format is not None and baseline_format != main.weight_format:
+        baseline = store.prepare(preset.main, role="main model (baseline)", progress=progress,
+                                 weight_format=baseline_format, cancel=cancel)
     if draft is not None and draft.path != main.path:
         check_same_tokenizer(main.path, draft.path, preset.name)
     return PreparedPair(
@@ -71,6 +89,8 @@ def prepare_preset(preset: Preset, store: ModelStore, progress: Progress = no_pr
         seconds=main.seconds + (draft.seconds if draft else 0.0),
         main_format=main.weight_format,
         draft_format=draft.weight_format if draft else None,
+        baseline=baseline.path if baseline is not None and baseline.path != main.path else None,
+        baseline_format=baseline.weight_format if baseline is not None and baseline.path != main.path else None,
     )
 
 

@@ -1,0 +1,40 @@
+"""scripts/headline.py's arithmetic, on hand-made token times: rates after the first token,
+compared at equal token counts, ratios paired per (round, prompt) and never inverted."""
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from demo.engine.llamacpp import decode_rate
+
+
+def _headline():
+    spec = importlib.util.spec_from_file_location("headline", Path(__file__).parent.parent / "scripts" / "headline.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_decode_rate_leaves_the_first_token_out_and_cuts_at_n():
+    # First token at 1.0 s (the prefill), then one every 0.1 s: 10 tok/s after the first.
+    times = [1.0 + 0.1 * i for i in range(11)]
+    assert decode_rate(times) == pytest.approx(10.0)
+    # A slow tail (tokens 7..11 every 0.5 s): cut at 6 tokens, the rate is the fast part's.
+    slow_tail = times[:6] + [times[5] + 0.5 * i for i in range(1, 6)]
+    assert decode_rate(slow_tail, 6) == pytest.approx(10.0)
+    assert decode_rate(slow_tail) == pytest.approx(10 / 3.0)
+    assert decode_rate([1.0]) is None and decode_rate([]) is None
+
+
+def test_pairs_are_cut_at_the_shorter_answer_and_the_ratio_is_a_over_b():
+    h = _headline()
+    fast = [0.5 + 0.05 * i for i in range(100)]   # 20 tok/s, 100 tokens
+    slow = [0.5 + 0.1 * i for i in range(40)]     # 10 tok/s, stops at 40 tokens
+    # The fast side slows down after token 40: over ALL its tokens its rate would be lower.
+    fast = fast[:40] + [fast[39] + 0.2 * i for i in range(1, 61)]
+    (row,) = h.paired([{"round": 0, "prompt": "p", "times": {"spec": fast, "base": slow}}], "spec", "base")
+    assert row["tokens"] == 40
+    assert row["spec"] == pytest.approx(20.0) and row["base"] == pytest.approx(10.0)
+    assert row["ratio"] == pytest.approx(2.0)  # spec ÷ base, not the other way round
+    assert h.spread([1.0, 3.0, 2.0]) == {"median": 2.0, "min": 1.0, "max": 3.0, "n": 3}
