@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from demo.bench.paired import decode_rate, paired, spread, token_times  # noqa: E402
 from demo.core.bench_prompts import select  # noqa: E402
 from demo.core.errors import DemoError, run_command  # noqa: E402
 from demo.core.machine import machine_info  # noqa: E402
@@ -40,26 +40,6 @@ from demo.models.presets import PypiSource, load_presets  # noqa: E402
 from demo.models.sources import ModelStore  # noqa: E402
 
 LLAMA = llamacpp.SIDE
-
-
-def token_times(run) -> list[float]:
-    """When each token of an OpenVINO run arrived, from the call (a speculative step's tokens arrive together)."""
-    return [c.t - run.start for c in run.chunks for _ in c.token_ids]
-
-
-def paired(samples: list[dict], a: str, b: str) -> list[dict]:
-    """Per sample: a's and b's decode rates over the first n tokens of both (n: the shorter answer), and a ÷ b."""
-    out = []
-    for s in samples:
-        n = min(len(s["times"][a]), len(s["times"][b]))
-        ra, rb = llamacpp.decode_rate(s["times"][a], n), llamacpp.decode_rate(s["times"][b], n)
-        if ra and rb:
-            out.append({"round": s["round"], "prompt": s["prompt"], "tokens": n, a: ra, b: rb, "ratio": ra / rb})
-    return out
-
-
-def spread(values: list[float]) -> dict:
-    return {"median": statistics.median(values), "min": min(values), "max": max(values), "n": len(values)}
 
 
 def weights_bytes(folder: Path) -> int:
@@ -140,7 +120,7 @@ def main() -> int:
                     times = {e: run(e, p.text, args.max_new_tokens) for e in engines[shift:] + engines[:shift]}
                     samples.append({"round": r, "prompt": p.id, "times": times})
                     print(f"round {r + 1} {p.id}: " + ", ".join(
-                        f"{e} {llamacpp.decode_rate(t) or 0:.1f} tok/s ({len(t)} tokens)" for e, t in times.items()),
+                        f"{e} {decode_rate(t) or 0:.1f} tok/s ({len(t)} tokens)" for e, t in times.items()),
                         flush=True)
         comparisons = {"speculative_vs_baseline": paired(samples, SPECULATIVE, BASELINE)}
         if LLAMA in engines:
@@ -148,7 +128,7 @@ def main() -> int:
             comparisons["baseline_vs_llama_cpp"] = paired(samples, BASELINE, LLAMA)
         summary = {name: {"ratio": spread([x["ratio"] for x in rows])} for name, rows in comparisons.items() if rows}
         for e in engines:
-            summary[e] = {"decode_tok_s": spread([r for s in samples if (r := llamacpp.decode_rate(s["times"][e]))])}
+            summary[e] = {"decode_tok_s": spread([r for s in samples if (r := decode_rate(s["times"][e]))])}
         for e in engines:
             s = summary[e]["decode_tok_s"]
             print(f"{e:>12}: {s['median']:6.2f} tok/s after the first token (median of {s['n']}; "

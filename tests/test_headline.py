@@ -1,19 +1,10 @@
-"""scripts/headline.py's arithmetic, on hand-made token times: rates after the first token,
+"""The headline's arithmetic (demo.bench.paired, used by scripts/headline.py), on hand-made token times: rates after the first token,
 compared at equal token counts, ratios paired per (round, prompt) and never inverted."""
-
-import importlib.util
-from pathlib import Path
 
 import pytest
 
-from demo.engine.llamacpp import decode_rate
-
-
-def _headline():
-    spec = importlib.util.spec_from_file_location("headline", Path(__file__).parent.parent / "scripts" / "headline.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from demo.bench import paired as h
+from demo.bench.paired import decode_rate
 
 
 def test_decode_rate_leaves_the_first_token_out_and_cuts_at_n():
@@ -28,7 +19,6 @@ def test_decode_rate_leaves_the_first_token_out_and_cuts_at_n():
 
 
 def test_pairs_are_cut_at_the_shorter_answer_and_the_ratio_is_a_over_b():
-    h = _headline()
     fast = [0.5 + 0.05 * i for i in range(100)]   # 20 tok/s, 100 tokens
     slow = [0.5 + 0.1 * i for i in range(40)]     # 10 tok/s, stops at 40 tokens
     # The fast side slows down after token 40: over ALL its tokens its rate would be lower.

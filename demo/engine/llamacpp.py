@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import time
 from pathlib import Path
-from typing import Optional
 
 from ..core.errors import DemoError
 
@@ -67,11 +66,3 @@ class LlamaCppRunner:
                 break
         return times
 
-
-def decode_rate(times: list[float], n: Optional[int] = None) -> Optional[float]:
-    """Tokens per second after the first token over the first `n` tokens (all by default):
-    `times[i]` is when token i+1 arrived. Rates of two engines compare only at equal n."""
-    n = len(times) if n is None else min(n, len(times))
-    if n < 2 or times[n - 1] <= times[0]:
-        return None
-    return (n - 1) / (times[n - 1] - times[0])
