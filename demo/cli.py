@@ -60,7 +60,7 @@ def _resolve(args) -> tuple[Path, Optional[Path], str, int, Optional[Path]]:
                               options=PipelineOptions(exact=args.exact))
         pair = arena.prepare(args.preset, lambda m: print(f"[{m}]", file=sys.stderr), **arena.formats_for(request))
         if pair.baseline is not None:
-            print(f"[{weights_note(pair, args.mode)}]", file=sys.stderr)
+            print(f"[{weights_note(pair, args.mode)}]", file=sys.stderr)  # the speedup below is against it
         return (pair.main, pair.draft, args.paths[0], arena.default_assistant_tokens(pair.preset.name, args.mode),
                 pair.baseline)
     need = 2 if args.prompt_lookup else 3

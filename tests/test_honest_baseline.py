@@ -51,8 +51,13 @@ def test_a_fair_race_runs_its_baseline_on_the_fastest_plain_format(auto_presets,
                  .run(PROMPT, SETTINGS, lambda c: True).token_ids for fmt, folder in (("int8", int8), ("gguf", gguf))}
         assert results[BASELINE].error is None and results[BASELINE].token_ids == alone["int8"]
         summary = arena.summarize(results, request)
-        assert "the baseline runs the main model as int8, this machine's fastest without a draft in fair mode" in summary.how
-        assert "speculative side as gguf" in summary.how
+        assert summary.weights.startswith("The baseline runs the main model as int8, this machine's fastest without a "
+                                          "draft in fair mode, and the speculative side as gguf")
+        import html
+
+        from demo.web.render import summary_html
+
+        assert f'<span class="weights">{html.escape(summary.weights)}</span>' in summary_html(summary)
         if alone["int8"] != alone["gguf"]:  # the texts differ because the weights do, and the verdict says so
             assert summary.verdict.endswith("the two sides read different main weights (int8 and gguf)")
         assert arena.calibration_for(request)["formats"] == "main gguf, draft gguf; the baseline's main int8"

@@ -303,7 +303,9 @@ class Arena:
             # Not a fault of speculation: the baseline ran other weights (weights_note).
             comparison = replace(comparison, verdict=f"{comparison.verdict}; the two sides read different main "
                                                      f"weights ({pair.baseline_format} and {pair.main_format})")
+        mode = "race" if request.mode == "race" else "fair"
         return Summary.of(comparison, how=self._how(request),
+                          weights=weights_note(pair, mode) if pair is not None and pair.baseline is not None else None,
                           errors={side: r.error for side, r in results.items() if r.error},
                           why=lambda c: explain(base, spec, c.speedup, request.settings.assistant_tokens,
                                                 self.calibration_for(request)))
@@ -317,8 +319,6 @@ class Arena:
             except DemoError:
                 pass
         how = how_it_ran(request.mode, request.options, request.settings.method, used, self.loads_in_turn(request))
-        if pair is not None and pair.baseline is not None:
-            how += "; " + weights_note(pair, "race" if request.mode == "race" else "fair")
         if used != wanted:
             how += (f"; OpenVINO crashes on this CPU with {wanted} thread{'s' if wanted != 1 else ''} per pipeline "
                     "for these models, so that split was skipped")
@@ -356,6 +356,6 @@ class Arena:
 
 def weights_note(pair: PreparedPair, mode: str) -> str:
     """One line for a race whose two sides read different main weights."""
-    return (f"the baseline runs the main model as {pair.baseline_format}, this machine's fastest without a draft "
+    return (f"The baseline runs the main model as {pair.baseline_format}, this machine's fastest without a draft "
             f"in {mode} mode, and the speculative side as {pair.main_format} (faster with its draft): different "
-            "weights, so their texts may differ (exact mode runs one main on both sides)")
+            "weights, so their texts may differ (exact mode runs one main on both sides).")

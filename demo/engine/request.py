@@ -40,13 +40,15 @@ class Summary:
     how: str                           # how the race was run, in words
     errors: dict
     why: Optional[Explanation] = None  # "Why this speedup?" (speculative runs that finished)
+    weights: Optional[str] = None      # one line when the two sides read different main weights
 
     @classmethod
     def of(cls, c: Comparison, how: str, errors: dict,
-           why: Optional[Callable[[Comparison], Explanation]] = None) -> "Summary":
+           why: Optional[Callable[[Comparison], Explanation]] = None, weights: Optional[str] = None) -> "Summary":
         """The page's summary of a comparison (metrics.compare); `why` only for a race that finished."""
         return cls(baseline=c.baseline, speculative=c.speculative, speedup=c.speedup, acceptance_rate=c.acceptance_rate,
-                   verdict=c.verdict, how=how, errors=errors, why=None if c.failed or why is None else why(c))
+                   verdict=c.verdict, how=how, errors=errors, why=None if c.failed or why is None else why(c),
+                   weights=weights)
 
 
 def threads_for(request: RaceRequest) -> Optional[int]:

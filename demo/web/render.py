@@ -84,6 +84,8 @@ def summary_html(summary) -> str:
     if summary.speedup is not None:
         rows.append(f'<span class="big">{summary.speedup:.2f}×</span> speedup '
                     f'({summary.speculative.tokens_per_s:.1f} vs {summary.baseline.tokens_per_s:.1f} tok/s)')
+    if getattr(summary, "weights", None):  # the two sides read different main weights
+        rows.append(f'<span class="weights">{esc(summary.weights)}</span>')
     s = summary.speculative
     if s.steps:
         rows.append(f"{s.accepted} draft tokens accepted; {s.tokens_per_step:.2f} tokens per main-model step")
