@@ -157,6 +157,9 @@ def run_bench(
                         done += per_config * len(ks)
                         report(f"{mode} {METHOD_LABELS[method]}: failed to load")
                         continue
+                    ran = arena.prepared(request)
+                    if ran is not None and ran.baseline is not None:  # this mode's baseline is the fastest main alone
+                        result["weights"][weights][f"{mode}_baseline_format"] = ran.baseline_format
                     threads = threads_for(request)
                     loaded_rss = rss_bytes()  # the process with this pair loaded (and nothing else)
                     for k in ks:
