@@ -97,7 +97,7 @@ class Plan:
 FULL = Plan("full")
 LAUNCH = Plan("launch", sparse_fair=True, repeats=3, acceptance_per_main=False, draft_repeats=8, overhead_prompts=1,
               overhead_new_tokens=48, race_overhead_new_tokens=36, overhead_at_k1=False,
-              plain_rounds=3, plain_prompts=1, plain_new_tokens=32)
+              plain_rounds=2, plain_prompts=1, plain_new_tokens=24)
 
 
 def launch_formats(isa_flags: Sequence[str]) -> tuple[list[str], list[str]]:
