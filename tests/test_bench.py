@@ -236,6 +236,9 @@ class FakeArena:
     def default_assistant_tokens(self, name, mode="race"):
         return CALIBRATED_K  # this machine's calibrated K, which the bench must use by default
 
+    def prepared(self, request):
+        return None  # the baseline runs the pair's own main
+
     def loads_in_turn(self, request):
         return False
 

@@ -89,7 +89,8 @@ class RemoteArena:
         return self._local.skipped_configurations()
 
     # -- preparing and loading: the replicas do it -----------------------------------------
-    def prepare(self, preset_name, status=lambda m: None, cancel=None, main_format=None, draft_format=None):
+    def prepare(self, preset_name, status=lambda m: None, cancel=None, main_format=None, draft_format=None,
+                baseline_format=None):
         # Preparing here would convert models in the page's process; the replicas prepare
         # their own (every node has the same prepared models: docs/SCALE-OUT.md).
         raise DemoError(ONLY_ONE_MACHINE)
