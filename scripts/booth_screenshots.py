@@ -1,4 +1,4 @@
-"""Take the README's screenshots of the booth features with Playwright and Debian's Chromium.
+"""Take the booth's screenshots (docs/booth.md) with Playwright and Debian's Chromium.
 
     python scripts/booth_screenshots.py [--preset smollm2-self-draft] [--races 3] [--out docs]
 

@@ -518,6 +518,14 @@ MUTATIONS = [
         '        n = None',
         ("tests/test_headline.py",),
     ),
+    Mutation(
+        "startup: names the Arena again (a type-only import)",
+        "the warm-up and the front door import each other again, the loop hidden under TYPE_CHECKING",
+        "demo/engine/startup.py",
+        "if TYPE_CHECKING:  # annotations only\n",
+        "if TYPE_CHECKING:  # annotations only\n    from .arena import Arena\n",
+        ("tests/test_layers.py::test_no_import_cycles_inside_a_layer_either",),
+    ),
 ]
 
 

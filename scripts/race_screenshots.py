@@ -1,4 +1,4 @@
-"""Take the README's race screenshots with Playwright and Debian's Chromium: a real race on
+"""Take the race screenshots (README, docs/page.md) with Playwright and Debian's Chromium: a race on
 the default preset with this machine's calibrated defaults, mid-race and finished.
 
     python scripts/race_screenshots.py [--preset NAME] [--cache-dir DIR] [--out docs]

@@ -198,7 +198,7 @@ def test_the_pipeline_overhead_is_measured_from_real_steps(result):
     their steps; a step with three guesses costs more than one with one guess.
 
     How closely the predictions then match real runs is a speed question, measured by
-    `scripts/step_by_k.py` (BENCHMARKS.md), not asserted here: this box drifts 20-30 % from
+    `scripts/experiments/step_by_k.py` (BENCHMARKS.md), not asserted here: this box drifts 20-30 % from
     one minute to the next. The arithmetic is checked by hand below, which cannot drift."""
     measured_at = result.pipeline_overhead["fair"]
     steps = measured_at.measured_step_s

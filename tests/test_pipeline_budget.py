@@ -1,4 +1,4 @@
-"""The pipeline cache's byte budget, as RELIABILITY.md and README.md claim it (issue 21): the
+"""The pipeline cache's byte budget, as RELIABILITY.md and docs/running.md claim it (issue 21): the
 KV-cache pools are counted, a pair that cannot fit gets a sentence, a pipeline that fails
 its warm-up is not cached; and the Ray Serve replica's cache (demo.serve.worker.SideCache)
 is the same byte-budgeted cache, not a count (item 13). No Ray here.

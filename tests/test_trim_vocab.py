@@ -1,4 +1,4 @@
-"""scripts/trim_draft_vocab.py on the SmolLM2 fixture (u8 weights with zero points): the trimmed
+"""scripts/experiments/trim_draft_vocab.py on the SmolLM2 fixture (u8 weights with zero points): the trimmed
 head scores the kept ids exactly as before, never picks a dropped id, keeps the full-vocabulary
 shape, and a speculative pipeline with it as draft still says what the main model says."""
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts" / "experiments"))
 
 from demo.core.placement import EXACT_PROPERTIES  # noqa: E402
 

@@ -98,7 +98,7 @@ class PipelineCache:
         else from their files.
 
         Each side compiles the main model (the speculative side the draft too), and the
-        weight files are doubled, since the CPU plugin may expand f16 weights to f32 (README.md,
+        weight files are doubled, since the CPU plugin may expand f16 weights to f32 (docs/fairness.md,
         fair mode); plus the KV-cache pools.
         """
         if (key, sides) in self._sizes:

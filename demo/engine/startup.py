@@ -2,22 +2,26 @@
 
 `Arena.start_background_warmup` runs `start_warmup` in a thread; progress goes to the
 terminal (`report`) and to `arena.startup`, which the page polls. A Calibrator (made by
-demo.calibrate.launch, which sits above the engine) does the measuring.
+demo.calibrate.launch, which sits above the engine) does the measuring. The warm-up reaches
+the arena only through WarmupHost, which the arena passes in (itself): this module never
+imports demo.engine.arena, so the front door calls the warm-up and not the other way round.
 """
 
 from __future__ import annotations
 
 import contextlib
 import threading
-from typing import TYPE_CHECKING, Callable, ContextManager, Optional, Protocol
+from typing import TYPE_CHECKING, Callable, ContextManager, Iterator, Optional, Protocol
 
 from ..core.errors import DemoError
 from ..models.calibration_result import Calibration
 from ..models.calibration_store import load_cached
 from .request import RaceRequest
 
-if TYPE_CHECKING:
-    from .arena import Arena
+if TYPE_CHECKING:  # annotations only
+    from ..models.presets import PresetFile
+    from ..models.sources import ModelStore
+    from .admission import Admission
 
 
 class StartupState:
@@ -60,7 +64,22 @@ class Calibrator(Protocol):
         """The result in a few lines for the terminal."""
 
 
-def start_warmup(arena: "Arena", report: Callable[[str], None],
+class WarmupHost(Protocol):
+    """What the warm-up uses of the engine's front door (demo.engine.arena.Arena passes itself)."""
+
+    presets: "PresetFile"
+    store: "ModelStore"
+    admission: "Admission"    # each measuring stage takes the CPU in its own slot
+    startup: StartupState     # the warm-up's progress, for the page's status line
+
+    def load_with_status(self, request: RaceRequest) -> Iterator[str]:
+        """Prepare and load the request's pipelines, yielding status messages."""
+
+    def forget_prepared(self, preset_name: str) -> None:
+        """Look the preset's folders up again (calibration changed what `auto` means)."""
+
+
+def start_warmup(arena: WarmupHost, report: Callable[[str], None],
                  calibrator: Optional[Calibrator]) -> threading.Thread:
     """Prepare and load the default pair in a thread; with a `calibrator`, then calibrate
     once (unless this machine has a result) and load the chosen formats before Ready."""
@@ -104,7 +123,7 @@ def start_warmup(arena: "Arena", report: Callable[[str], None],
     return t
 
 
-def _convert_early(arena: "Arena", calibrator: Calibrator, preset, report: Callable[[str], None],
+def _convert_early(arena: WarmupHost, calibrator: Calibrator, preset, report: Callable[[str], None],
                    stop: threading.Event) -> None:
     try:
         calibrator.convert_early(preset, arena.store, lambda m: report(f"calibrating: {m}"), stop)
@@ -112,7 +131,7 @@ def _convert_early(arena: "Arena", calibrator: Calibrator, preset, report: Calla
         report(f"calibrating: converting early did not work ({e}); it is tried again later")
 
 
-def _calibrate_once(arena: "Arena", request: RaceRequest, report: Callable[[str], None],
+def _calibrate_once(arena: WarmupHost, request: RaceRequest, report: Callable[[str], None],
                     calibrator: Calibrator) -> bool:
     """Calibrate the default preset on this machine unless a result is cached (True if it
     calibrated now). Each measuring stage takes the CPU in its own admission slot, so a race

@@ -35,7 +35,7 @@ class StatefulModel:
         before = _rss()
         self.compiled = ov.Core().compile_model(str(folder / "openvino_model.xml"), "CPU", config)
         self.request = self.compiled.create_infer_request()
-        # A vocabulary-trimmed draft (scripts/trim_draft_vocab.py) scores only the rows the pipeline
+        # A vocabulary-trimmed draft (scripts/experiments/trim_draft_vocab.py) scores only the rows the pipeline
         # names; driven directly its rows are the batch, and row 0 is the whole sequence.
         self.rows = any(ROWS_INPUT in i.get_names() for i in self.compiled.inputs)
         self.request.reset_state()

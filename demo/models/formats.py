@@ -31,7 +31,7 @@ import os
 import shutil
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Optional, get_args
+from typing import TYPE_CHECKING, Callable, Optional, Protocol, get_args
 
 import numpy as np
 
@@ -39,7 +39,6 @@ from .presets import WeightFormat
 
 if TYPE_CHECKING:
     from .presets import ModelSpec
-    from .sources import ModelStore
 
 DEFAULT_FORMAT = "gguf"
 AUTO = "auto"
@@ -63,13 +62,20 @@ def _nothing(*args) -> None:
     pass
 
 
-def resolve_auto_format(spec: "ModelSpec", role: str, store: "ModelStore") -> str:
+class CalibrationHome(Protocol):
+    """All resolve_auto_format reads of the model store (demo.models.sources, which calls it):
+    the folder this machine's calibrations live in."""
+
+    cache_dir: Path
+
+
+def resolve_auto_format(spec: "ModelSpec", role: str, store: CalibrationHome) -> str:
     """The concrete format `auto` stands for, for this model on this machine.
 
     This machine's calibration (python -m demo.calibrate) answers once it has measured the
     model (race mode's choice, the page's default); before that, the GGUF reader's own IR.
-    Cheap (ready_path() calls it): a few small JSON files, and never asks `store` about
-    `spec` in format auto (that would call it again).
+    Cheap (the store's resolve_format calls it for every folder lookup): a few small JSON
+    files, and it never asks the store where a model lives (that would call it again).
     """
     from .calibration_store import calibrated_format
 

@@ -5,7 +5,7 @@ Each folder is compiled once per configuration (a JSON of CPU properties) and dr
 (no pipeline): after a 100-token prefix, steps of M = 1, 4, 7 and 9 new tokens, median of 12.
 The configurations are measured one after another, each folder in turn.
 
-    python scripts/cpu_precision.py MAIN_IR DRAFT_IR --config bf16='{"INFERENCE_PRECISION_HINT": "bf16"}' \
+    python scripts/experiments/cpu_precision.py MAIN_IR DRAFT_IR --config bf16='{"INFERENCE_PRECISION_HINT": "bf16"}' \
         --config f32='{"INFERENCE_PRECISION_HINT": "f32"}' --json bench-results/cpu-precision.json
 """
 
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from demo.core.machine import machine_info  # noqa: E402
 

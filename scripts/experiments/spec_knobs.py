@@ -8,7 +8,7 @@ prompt and round by round (the box drifts 10-20 % from minute to minute), one pi
 memory at a time per round. Each run's decode speed is the tokens after the first over the
 time after the first token; its step split comes from OpenVINO's own per-model metrics.
 
-    python scripts/spec_knobs.py --main MAIN_IR --draft DRAFT_IR --k 6 \
+    python scripts/experiments/spec_knobs.py --main MAIN_IR --draft DRAFT_IR --k 6 \
         --variant base='{}' --variant spec='{}' --variant spec-s1='{"sampler_num_threads": 1}' \
         --json bench-results/spec-knobs.json
 
@@ -27,7 +27,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from demo.core.bench_prompts import select  # noqa: E402
 from demo.core.machine import machine_info  # noqa: E402

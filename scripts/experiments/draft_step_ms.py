@@ -2,7 +2,7 @@
 kernels an LLMPipeline runs, nothing else on the clock), interleaved model by model so drift
 hits all alike. Prints and saves the median ms per token after a 64-token prefill.
 
-    python scripts/draft_step_ms.py DRAFT_IR TRIMMED_IR ... --json out.json
+    python scripts/experiments/draft_step_ms.py DRAFT_IR TRIMMED_IR ... --json out.json
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from demo.engine.stateful import StatefulModel  # noqa: E402
 

@@ -2,7 +2,7 @@
 from a GGUF, as OpenVINO's Qwen3-pruned-6L draft does (that one is also distilled; this
 is not). Keeps blocks [0, keep) and the last `tail` blocks, renumbered.
 
-    python scripts/prune_draft.py DRAFT.gguf OUT.gguf --keep 10 --tail 2
+    python scripts/experiments/prune_draft.py DRAFT.gguf OUT.gguf --keep 10 --tail 2
     python -c "import openvino_genai as g; g.LLMPipeline('OUT.gguf', 'CPU', enable_save_ov_model=True)"
     python -m demo.cli MAIN_IR_DIR OUT_DIR --mode fair "prompt"
 """

@@ -19,8 +19,8 @@ correctness. This tool rewrites a draft IR so that its head keeps N rows:
   ids, N for a dropped id), so OpenVINO GenAI still sees [batch, seq, 151936] logits and a
   dropped id is never the draft's argmax.
 
-    python scripts/trim_draft_vocab.py --draft DRAFT_IR --out DRAFT_IR-v32k --keep 32768
-    python scripts/trim_draft_vocab.py --draft DRAFT_IR --out OUT --keep 32768 --ids-from-prompts
+    python scripts/experiments/trim_draft_vocab.py --draft DRAFT_IR --out DRAFT_IR-v32k --keep 32768
+    python scripts/experiments/trim_draft_vocab.py --draft DRAFT_IR --out OUT --keep 32768 --ids-from-prompts
 
 The sampled rows (openvino-genai 2026.4): the continuous-batching pipeline inserts a Gather of
 the rows it samples ("sampled_tokens_indices") before the lm_head only when the Result hangs
@@ -47,7 +47,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 SAMPLED_ROWS = "sampled_tokens_indices"  # the input name OpenVINO GenAI's model runner looks for
 DROPPED_LOGIT = -1e4  # far below any real logit, and finite in f16/bf16 (no inf - inf = NaN)

@@ -2,7 +2,7 @@
 property sets, best of 2 greedy runs after a warm-up. Used for the NNCF int4 and CPU
 property rows; single runs on a noisy machine, so read differences under ~15 % as noise.
 
-    python scripts/pipeline_speed.py IR_DIR [IR_DIR ...] \
+    python scripts/experiments/pipeline_speed.py IR_DIR [IR_DIR ...] \
         --props '{}' '{"DYNAMIC_QUANTIZATION_GROUP_SIZE": "0"}' '{"KV_CACHE_PRECISION": "f16"}'
 """
 

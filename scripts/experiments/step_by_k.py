@@ -6,7 +6,7 @@ prompt at every K, the K interleaved round by round after an untimed run, and ea
 timed from the streamed chunks after the first token. It prints the median step per K, the
 line through the two `--fit` K, and each K's distance from it; `--json` writes it all.
 
-    python scripts/step_by_k.py --main MAIN_IR --draft DRAFT_IR --ks 1,2,3,4,5,6,7,8 --fit 2,6 \
+    python scripts/experiments/step_by_k.py --main MAIN_IR --draft DRAFT_IR --ks 1,2,3,4,5,6,7,8 --fit 2,6 \
         --rounds 3 --json bench-results/step-by-k.json
 """
 
@@ -18,7 +18,7 @@ import statistics
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from demo.core.machine import machine_info  # noqa: E402
 from demo.core.settings import GenerationSettings, PipelineOptions  # noqa: E402

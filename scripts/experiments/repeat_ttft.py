@@ -2,7 +2,7 @@
 builds them (demo.engine.pipelines): a prefix cache on one side only shows as a repeat far faster
 than its first run there and not on the other side.
 
-    python scripts/repeat_ttft.py [--preset NAME] [--threads 1] [--json OUT.json]
+    python scripts/experiments/repeat_ttft.py [--preset NAME] [--threads 1] [--json OUT.json]
 
 Prints OpenVINO's own TTFT (perf_metrics) per run and side, and writes them with the
 machine's CPU flags.
@@ -13,7 +13,7 @@ import json
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from demo.core.machine import machine_info  # noqa: E402
