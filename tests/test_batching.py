@@ -180,3 +180,55 @@ def test_the_load_record_is_saved_per_machine_and_read_back(tmp_path, presets):
     assert path.parent == tmp_path / "calibration" and path.name.endswith(".load.json")
     path.write_text("{not json")
     assert load_store.load(store, preset) is None  # damaged: ignored, never fatal
+
+
+# -- the real thing, on SmolLM2 (two continuous-batching pipelines, tiny runs) ----------------
+
+def test_the_load_benchmark_on_smollm2_batches_and_saves_its_crossover(presets, session_store, smollm2_ir, tmp_path):
+    from demo.bench.load import run_load
+    from demo.bench.load_report import format_load_table, write_load_plot
+    from demo.engine.arena import Arena
+
+    real = Arena(presets, session_store)
+    # The record goes to a folder of this test's own, not the shared test cache.
+    arena = SimpleNamespace(presets=presets, store=SimpleNamespace(cache_dir=tmp_path), prepare=real.prepare,
+                            default_assistant_tokens=real.default_assistant_tokens)
+    result = run_load("smollm2-self-draft", concurrency=[2, 1], rounds=1, limit_prompts=1, max_new_tokens=12,
+                      assistant_tokens=3, arena=arena)
+    assert not result["interrupted"] and [s["n"] for s in result["samples"]] == [1, 2]
+    for sample in result["samples"]:
+        for side in ("baseline", "speculative"):
+            run = sample[side]
+            # OpenVINO stops each request at max_new_tokens (code prompts do not end sooner).
+            assert [r["tokens"] for r in run["requests"]] == [12] * sample["n"]
+            # Batched: the requests advanced in the same pipeline steps, not one after the other.
+            assert run["pipeline_steps"] == max(r["steps"] for r in run["requests"])
+        # SmolLM2 drafts for itself: every guess is accepted, so a step gives K+1 tokens.
+        assert all(r["tokens_per_step"] == 1 for r in sample["baseline"]["requests"])
+        assert all(r["tokens_per_step"] > 2 for r in sample["speculative"]["requests"])
+    saved = load_store.load(arena.store, presets.get("smollm2-self-draft"))
+    ratios = {row["n"]: row["ratio_median"] for row in result["summary"]}
+    assert saved is not None and saved.crossover == result["crossover"] == load_store.crossover_of(ratios)
+    assert result["record"]["sentence"] == saved.sentence()
+    table = format_load_table(result)
+    assert table.count("speculative") >= 2 and "Saved for this machine" in table
+    write_load_plot(result, tmp_path / "load.png")
+    assert (tmp_path / "load.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_why_this_speedup_says_from_how_many_requests_speculation_stops_paying(presets, tmp_path):
+    from demo.core.explain import explain
+    from demo.core.streaming import RunResult
+    from demo.engine.arena import Arena, RaceRequest
+    from demo.models.sources import ModelStore
+    from demo.web.render import why_html
+
+    arena = Arena(presets, ModelStore(tmp_path))
+    request = RaceRequest(prompt="Hi", preset="smollm2-self-draft")
+    assert arena.calibration_for(request) is None  # nothing measured here: nothing said
+    load_store.save(arena.store, presets.get("smollm2-self-draft"), 4, 64, {1: 1.3, 2: 1.05, 4: 0.92})
+    why = explain(RunResult("baseline", 0.0, 1.0), RunResult("speculative", 0.0, 1.0), 1.2, 4,
+                  arena.calibration_for(request))
+    html = why_html(why)
+    assert "speculation stops paying from 4 simultaneous requests on this machine" in html
+    assert "Measured speedup 1.20×" in html  # the race's own speedup stays as it was
