@@ -161,7 +161,7 @@ def test_two_races_at_once_share_each_replicas_pipeline_and_the_second_steps_asi
     # Batched: the short runs streamed while the long ones were still running, in the same pipelines.
     for side in SIDES:
         assert short[side].chunks[-1].t < long[side].chunks[-1].t
-        assert "batched in one pipeline with up to 1 other request" in short[side].served
+        assert "batched in its replica with up to 1 other request" in short[side].served
     # The step-aside: every step of the short speculative run gave one token (no guesses);
     # the long one, alone when it joined, kept drafting (SmolLM2 drafts for itself: most accepted).
     assert {len(c.token_ids) for c in short[SPECULATIVE].chunks} == {1}

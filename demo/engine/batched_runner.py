@@ -55,8 +55,8 @@ def load_batched(key, side: str, status: Callable[[str], None] = lambda m: None)
 
 def served_note(side: str, drafting: bool, running: int, sharing: int, crossover: Optional[int]) -> str:
     """How a batched request ran, in words, for the race's "how it ran"."""
-    batch = (f"batched in one pipeline with up to {sharing} other request{'s' if sharing != 1 else ''}"
-             if sharing else "alone in its replica's pipeline")
+    batch = (f"batched in its replica with up to {sharing} other request{'s' if sharing != 1 else ''}"
+             if sharing else "alone in its replica")
     if side != SPECULATIVE or crossover is None:
         return batch
     if drafting:

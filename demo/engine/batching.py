@@ -40,7 +40,7 @@ class BatchedRequest:
     running_at_admission: int = 0             # requests running once it joined, itself included
     drafting: bool = True                     # False: it joined the plain pipeline (the step-aside)
     steps: list = field(default_factory=list)  # (t, tokens this step)
-    sharing: int = 0                          # most other requests that ran beside it in one step
+    sharing: int = 0                          # most other requests served beside it in one round of steps
     finished: Optional[float] = None
     status: str = "pending"                   # pending | running | finished | cancelled | failed
     error: Optional[str] = None
@@ -116,6 +116,7 @@ class BatchedPipeline:
             for request in joining:
                 self._admit(request)
             self._drop_cancelled()
+            stepped: list = []
             for drafting in (True, False):  # one step of each pipeline that has requests, in turn
                 lane = [r for r in self._running.values() if r.drafting == drafting]
                 if not lane:
@@ -129,7 +130,9 @@ class BatchedPipeline:
                     self._finish_all(lane, "failed", first_line(e))
                     continue
                 self.steps += 1
-                self._collect(pipe, lane, time.perf_counter())
+                stepped += self._collect(pipe, lane, time.perf_counter())
+            for request in stepped:  # requests served in this round of steps, both pipelines together
+                request.sharing = max(request.sharing, len(stepped) - 1)
 
     def _admit(self, request: BatchedRequest) -> None:
         if request.cancel_asked:
@@ -159,7 +162,7 @@ class BatchedPipeline:
             request.handle.cancel()  # OpenVINO drops it at its next step
             self._end(request, "cancelled")
 
-    def _collect(self, pipe, lane: list, t: float) -> None:
+    def _collect(self, pipe, lane: list, t: float) -> list:
         stepped = []
         for request in lane:
             ids: list = []
@@ -178,11 +181,10 @@ class BatchedPipeline:
             status = _status_name(request.handle.get_status())
             if status != "running":
                 self._end(request, "finished" if status == "finished" else status)
-        for request in stepped:
-            request.sharing = max(request.sharing, len(stepped) - 1)
         left = [r for r in lane if r.id in self._running]
         if left and not pipe.has_non_finished_requests():
             self._finish_all(left, "finished")  # the pipeline is done with them though no status said so
+        return stepped
 
     def _finish_all(self, requests: list, status: str, error: Optional[str] = None) -> None:
         for request in requests:
