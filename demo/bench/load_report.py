@@ -30,7 +30,8 @@ def format_load_table(result: dict) -> str:
     s = result["settings"]
     head = (f"Throughput under load: {result['preset']['name']} (main {result['preset']['main_format']}, draft "
             f"{result['preset']['draft_format']}), K={s['assistant_tokens']}, {s['max_new_tokens']} new tokens, "
-            f"{len(s['prompts'])} prompts in turn, {s['rounds']} rounds (baseline, speculative, …), greedy")
+            f"{len(s['prompts'])} prompts in turn, {s['rounds']} round{'s' if s['rounds'] != 1 else ''} "
+            "(baseline, speculative, …), greedy")
     cols = ("N", "side", "agg tok/s", "ratio", "req tok/s p50", "TTFT p50/p95 s", "latency p50/p95 s",
             "tok/step (req)", "tok/step (batch)")
     rows = [cols]
