@@ -100,7 +100,8 @@ def summarize(samples: list) -> list:
                 return [x[key] for x in src if x.get(key) is not None]
 
             row[side] = {
-                "aggregate_tok_s": statistics.median(vals("aggregate_tok_s", runs)) if vals("aggregate_tok_s", runs) else None,
+                "aggregate_tok_s": (statistics.median(vals("aggregate_tok_s", runs))
+                                    if vals("aggregate_tok_s", runs) else None),
                 "decode_tok_s_p50": percentile(vals("decode_tok_s"), 50),
                 "ttft_s_p50": percentile(vals("ttft_s"), 50), "ttft_s_p95": percentile(vals("ttft_s"), 95),
                 "latency_s_p50": percentile(vals("latency_s"), 50), "latency_s_p95": percentile(vals("latency_s"), 95),

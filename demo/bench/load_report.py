@@ -70,7 +70,8 @@ def write_load_plot(result: dict, path: Path) -> None:
     ns = [row["n"] for row in summary]
     fig, (agg, ratio, lat) = plt.subplots(1, 3, figsize=(16, 4.6))
     fig.suptitle(f"Throughput under load: {result['preset']['name']}, K={result['settings']['assistant_tokens']}, "
-                 f"{result['settings']['max_new_tokens']} new tokens{', interrupted' if result.get('interrupted') else ''}")
+                 f"{result['settings']['max_new_tokens']} new tokens"
+                 f"{', interrupted' if result.get('interrupted') else ''}")
     colours = {BASELINE: "C0", SPECULATIVE: "C1"}
     for side in (BASELINE, SPECULATIVE):
         dots = [(s["n"], s[side]["aggregate_tok_s"]) for s in result["samples"]

@@ -84,7 +84,8 @@ class BatchedRunner:
         self.max_prompt = None
         self.kv_tokens = kv_tokens
         if warmup and self.batch.plain is not None:  # before the driver runs: nothing else steps it
-            self.batch.plain.generate(["Hi"], [generation_config(self._ov, BASELINE, GenerationSettings(max_new_tokens=4))])
+            warm = generation_config(self._ov, BASELINE, GenerationSettings(max_new_tokens=4))
+            self.batch.plain.generate(["Hi"], [warm])
         if warmup:  # kernels compile on the first step: pay that at load, not in a visitor's run
             result = self.run("Hi", GenerationSettings(max_new_tokens=4, method=method), lambda c: True)
             if result.error:
