@@ -155,7 +155,10 @@ def test_a_batch_sample_and_the_summary_from_known_times():
                       {"n": 2, "round": 1, "baseline": base, "speculative": sample, "ratio": 0.9},
                       {"n": 4, "round": 0, "baseline": base, "speculative": sample, "ratio": 0.8}])
     assert [r["n"] for r in rows] == [2, 4] and rows[0]["ratio_median"] == pytest.approx(1.0)
-    assert rows[0]["speculative"]["latency_s_p95"] == pytest.approx(3.0 + 0.95 * 2.0)
+    # Over both rounds' requests (3, 5, 3, 5 s), as statistics.quantiles interpolates.
+    assert rows[0]["speculative"]["latency_s_p95"] == pytest.approx(
+        statistics.quantiles([3.0, 5.0, 3.0, 5.0], n=20, method="inclusive")[18])
+    assert rows[0]["speculative"]["ttft_s_p50"] == 1.0 and rows[0]["speculative"]["rounds"] == 2
 
 
 @pytest.mark.parametrize("ratios, crossover", [
