@@ -71,6 +71,8 @@ def build_parser() -> argparse.ArgumentParser:
                          "continuous-batching pipeline per side, e.g. 1,2,4,8; saves where speculation stops paying")
     ap.add_argument("--rounds", type=int, default=2,
                     help="with --concurrency: rounds per N, baseline and speculative in turn (default 2)")
+    ap.add_argument("--time-limit", type=float, metavar="S",
+                    help="with --concurrency: start no new round after S seconds (the first round always runs)")
     ap.add_argument("--cache-dir", type=Path, help="prepared-model cache")
     ap.add_argument("--models", type=Path, help="path to models.yaml")
     return ap
@@ -142,7 +144,8 @@ def _run_load(args) -> int:
     result = run_load(args.preset, concurrency=parse_concurrency(args.concurrency), rounds=args.rounds,
                       prompt_classes=classes, limit_prompts=args.limit_prompts or 2,
                       max_new_tokens=args.max_new_tokens, assistant_tokens=ks[0] if ks else None,
-                      cache_dir=args.cache_dir, models=args.models,
+                      cache_dir=args.cache_dir, models=args.models, time_limit_s=args.time_limit,
+                      checkpoint=lambda partial: args.json and write_load_json(partial, args.json),
                       progress=lambda done, total, msg: print(f"[{done}/{total}] {msg}", file=sys.stderr, flush=True))
     print(format_load_table(result))
     if args.json:

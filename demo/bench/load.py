@@ -121,9 +121,12 @@ def run_load(preset: Optional[str] = None, *, concurrency: Sequence[int] = (1, 2
              prompt_classes: Optional[Sequence[str]] = ("code",), limit_prompts: Optional[int] = 2,
              max_new_tokens: int = 64, assistant_tokens: Optional[int] = None, cache_dir: Optional[Path] = None,
              models: Optional[Path] = None, arena=None, progress: Progress = lambda d, t, m: None,
-             stop: Optional[threading.Event] = None, save_record: bool = True) -> dict:
+             stop: Optional[threading.Event] = None, save_record: bool = True,
+             time_limit_s: Optional[float] = None, checkpoint: Callable[[dict], None] = lambda r: None) -> dict:
     """Measure and return the JSON form (raw samples, per-N summary, crossover); with
-    `save_record`, a complete run is saved as this machine's load record."""
+    `save_record`, a run that measured every N is saved as this machine's load record.
+    `time_limit_s`: no new round starts after that many seconds (the first always runs);
+    `checkpoint(result)` after every sample (the CLI writes the JSON so far)."""
     from ..engine.batched_runner import load_batched
     from ..engine.batching import BatchedPipeline
     from ..engine.openvino_runner import generation_config, template
@@ -162,7 +165,8 @@ def run_load(preset: Optional[str] = None, *, concurrency: Sequence[int] = (1, 2
         "machine": machine_info(), "versions": versions(),
         "preset": {"name": preset_obj.name, "main_format": pair.main_format, "draft_format": pair.draft_format,
                    "main_folder": pair.main.name, "draft_folder": pair.draft.name},
-        "settings": {"concurrency": ns, "rounds": rounds, "order": "baseline, speculative in every round",
+        "settings": {"concurrency": ns, "rounds": rounds, "time_limit_s": time_limit_s,
+                     "order": "round after round over every N; baseline then speculative for each N",
                      "max_new_tokens": max_new_tokens, "assistant_tokens": k, "greedy": True,
                      "prompts": [p.id for p in prompts], "cores": cpu_cores(),
                      "threads": "OpenVINO's default (each pipeline alone, all cores)",
@@ -187,8 +191,11 @@ def run_load(preset: Optional[str] = None, *, concurrency: Sequence[int] = (1, 2
         for side in SIDES:  # kernels compile on the first batched steps: not in a timed batch
             report(f"warming up the {side} pipeline")
             _batch(batches[side], texts, 2, warm[side], stop)
-        for n in ns:
-            for r in range(rounds):
+        for r in range(rounds):  # round after round over every N: a cut-short run still has every N once
+            if r and time_limit_s is not None and time.time() - started > time_limit_s:
+                result["cut_at_round"] = r  # the time limit: no new round starts
+                break
+            for n in ns:
                 sample: dict = {"n": n, "round": r}
                 for side in SIDES:
                     report(f"N={n} round {r + 1}: {side}")
@@ -197,6 +204,7 @@ def run_load(preset: Optional[str] = None, *, concurrency: Sequence[int] = (1, 2
                 b, s = sample[BASELINE]["aggregate_tok_s"], sample[SPECULATIVE]["aggregate_tok_s"]
                 sample["ratio"] = s / b if b and s else None
                 result["samples"].append(sample)
+                checkpoint(result)
     except (_Stopped, KeyboardInterrupt):
         result["interrupted"] = True
     finally:

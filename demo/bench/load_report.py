@@ -49,6 +49,8 @@ def format_load_table(result: dict) -> str:
     widths = [max(len(r[i]) for r in rows) for i in range(len(cols))]
     lines = [head, ""] + ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
     lines += ["", crossover_sentence(result)]
+    if result.get("cut_at_round"):
+        lines.append(f"The time limit stopped it after {result['cut_at_round']} of {s['rounds']} rounds.")
     if result.get("record"):
         lines.append(f"Saved for this machine: {result['record']['file']}.")
     return "\n".join(lines)
