@@ -526,6 +526,22 @@ MUTATIONS = [
         "if TYPE_CHECKING:  # annotations only\n    from .arena import Arena\n",
         ("tests/test_layers.py::test_no_import_cycles_inside_a_layer_either",),
     ),
+    Mutation(
+        "batching: step aside only above the crossover",
+        "a request that joins exactly at the measured crossover still drafts",
+        "demo/engine/batching.py",
+        "and self.crossover is not None and running >= self.crossover)",
+        "and self.crossover is not None and running > self.crossover)",
+        ("tests/test_batching.py::test_at_the_crossover_a_new_request_joins_the_plain_pipeline",),
+    ),
+    Mutation(
+        "load: a tie counts as paying",
+        "the crossover skips an N where speculation gains nothing",
+        "demo/models/load_store.py",
+        "        if speedup_by_n[n] <= 1.0:",
+        "        if speedup_by_n[n] < 1.0:",
+        ("tests/test_batching.py::test_the_crossover_is_the_smallest_n_that_stops_paying",),
+    ),
 ]
 
 

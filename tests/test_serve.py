@@ -26,6 +26,7 @@ from demo.serve import config as serve_config  # noqa: E402
 REPO = Path(__file__).resolve().parents[1]
 UP_TIMEOUT_S = 150     # start Ray, deploy, load and warm up both pipelines (~35 s here)
 PAGE_REPLICAS = 2
+CROSSOVER = 2          # a stand-in: from 2 running requests, a speculative replica stops drafting
 PROMPT = "Write a Python function that reverses a string."
 STORY = "Write a long story about a lighthouse keeper and a storm."
 OUTPUTS = ["baseline", "baseline_stats", "speculative", "speculative_stats", "status", "summary", "chart"]
@@ -45,7 +46,8 @@ def arena_on_ray(session_store, smollm2_ir):
 
     production = serve_config.load(REPO / "serve.yaml")
     conf = serve_config.for_one_machine(production, cores=2)
-    conf.args.update(preset=SMOLLM2, cache_dir=str(session_store.cache_dir))
+    # serve.yaml batches the runs a replica holds; a stand-in crossover of 2 makes the step-aside testable.
+    conf.args.update(preset=SMOLLM2, cache_dir=str(session_store.cache_dir), crossover=CROSSOVER)
     conf.deployments["Page"].update(num_replicas=PAGE_REPLICAS,
                                     request_router_config=production.deployments["Page"]["request_router_config"])
     try:
@@ -123,6 +125,51 @@ def test_a_race_through_serve_streams_both_sides_at_once_and_says_where_they_ran
     # Where each side ran, from Ray's own node id of this (the only) node.
     where = f"{socket.gethostname()} (node {arena_on_ray.node_id[:8]}), 1 thread"
     assert f"baseline ran on {where}" in out["summary"] and f"speculative ran on {where}" in out["summary"]
+
+
+def test_two_races_at_once_share_each_replicas_pipeline_and_the_second_steps_aside(arena_on_ray):
+    """Two races reach the replicas together: each side batches both runs in one pipeline, and
+    the speculative run that joins at the (stand-in) crossover runs without drafting, as the
+    second race's "how it ran" says. Judged by the steps each run streamed."""
+    import threading
+
+    from demo.models.presets import load_presets
+    from demo.models.sources import ModelStore
+    from demo.serve.remote import RemoteArena
+
+    arena = RemoteArena(load_presets(), ModelStore(), arena_on_ray.handle("Race"), ["CPU"])
+    long_request = RaceRequest(prompt=STORY, preset=SMOLLM2, settings=GenerationSettings(max_new_tokens=256,
+                                                                                       assistant_tokens=4))
+    short_request = RaceRequest(prompt=PROMPT, preset=SMOLLM2, settings=GenerationSettings(max_new_tokens=24,
+                                                                                         assistant_tokens=4))
+    first_chunk = threading.Event()
+    long_events: list = []
+
+    def long_race():
+        for event in arena.run(long_request):
+            long_events.append(event)
+            if isinstance(event, ChunkEvent) and event.side == SPECULATIVE:
+                first_chunk.set()
+
+    thread = threading.Thread(target=long_race)
+    thread.start()
+    assert first_chunk.wait(60), "the first race never streamed"
+    short = {e.side: e.result for e in arena.run(short_request) if isinstance(e, DoneEvent)}
+    thread.join(120)
+    long = {e.side: e.result for e in long_events if isinstance(e, DoneEvent)}
+    assert all(r.error is None and not r.cancelled for r in (*short.values(), *long.values()))
+    # Batched: the short runs streamed while the long ones were still running, in the same pipelines.
+    for side in SIDES:
+        assert short[side].chunks[-1].t < long[side].chunks[-1].t
+        assert "batched in its replica with up to 1 other request" in short[side].served
+    # The step-aside: every step of the short speculative run gave one token (no guesses);
+    # the long one, alone when it joined, kept drafting (SmolLM2 drafts for itself: most accepted).
+    assert {len(c.token_ids) for c in short[SPECULATIVE].chunks} == {1}
+    assert max(len(c.token_ids) for c in long[SPECULATIVE].chunks) > 1
+    assert "drafting off: 2 requests were running" in short[SPECULATIVE].served
+    assert "drafting (1 running, below this machine's crossover of 2)" in long[SPECULATIVE].served
+    how = arena.summarize(short, short_request).how
+    assert f"speculative: {short[SPECULATIVE].served}" in how
 
 
 def test_fair_mode_through_serve(client):

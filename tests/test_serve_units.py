@@ -445,7 +445,7 @@ def test_serve_yaml_documents_the_production_shape():
     conf = serve_config.load(REPO / "serve.yaml")
     d = conf.deployments
     for side in ("Baseline", "Speculative"):
-        assert d[side]["max_ongoing_requests"] == 1
+        assert d[side]["max_ongoing_requests"] == conf.args["batch_requests"] > 1  # runs that arrive together are batched
         assert d[side]["autoscaling_config"]["max_replicas"] > d[side]["autoscaling_config"]["min_replicas"] >= 1
         assert d[side]["ray_actor_options"]["num_cpus"] >= 1 and d[side]["ray_actor_options"]["memory"] > 0
     assert d["Page"]["request_router_config"]["request_router_class"].endswith("ConsistentHashRouter")
@@ -459,7 +459,9 @@ def test_serve_yaml_documents_the_production_shape():
 
 
 @pytest.mark.parametrize("change, message", [
-    (lambda a: a["deployments"][0].update(max_ongoing_requests=2), "Baseline must keep max_ongoing_requests: 1"),
+    (lambda a: a["deployments"][0].update(max_ongoing_requests=2), "Baseline must set max_ongoing_requests: 4"),
+    (lambda a: a["args"].update(batch_requests=0), "batch_requests must be a whole number from 1 to 16"),
+    (lambda a: a["args"].update(crossover="two"), "crossover must be a whole number"),
     (lambda a: a["deployments"].append({"name": "Draft"}), "deployment 'Draft' is not one of"),
     (lambda a: a["args"].update(presett="x"), "unknown args ['presett']"),
     (lambda a: a.update(import_path="app:demo"), "import_path must be demo.serve.deployments:app_builder"),

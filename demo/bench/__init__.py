@@ -7,5 +7,7 @@
   curves.py     the acceptance curve by position per sample, pooled per configuration, plotted
   result.py     the JSON form, typed (BenchResult); load_result reads old files too
   cli.py        the command line (__main__.py runs it)
+  load.py       throughput under load (--concurrency): N requests in one batching pipeline, the crossover
+  load_report.py  its table and plot
   benchmark.py  the public names above in one module, for the page (`bench.run_bench`, …)
 """

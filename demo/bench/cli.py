@@ -66,6 +66,13 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--race-threads", type=int, metavar="N",
                     help="threads per pipeline in race mode (default: split the cores evenly; "
                          "0: OpenVINO's default, every pipeline on every core)")
+    ap.add_argument("--concurrency", metavar="N[,N…]",
+                    help="throughput under load instead (demo.bench.load): N requests at once in one "
+                         "continuous-batching pipeline per side, e.g. 1,2,4,8; saves where speculation stops paying")
+    ap.add_argument("--rounds", type=int, default=2,
+                    help="with --concurrency: rounds per N, baseline and speculative in turn (default 2)")
+    ap.add_argument("--time-limit", type=float, metavar="S",
+                    help="with --concurrency: start no new round after S seconds (the first round always runs)")
     ap.add_argument("--cache-dir", type=Path, help="prepared-model cache")
     ap.add_argument("--models", type=Path, help="path to models.yaml")
     return ap
@@ -79,6 +86,8 @@ def main(argv: Optional[list[str]] = None) -> int:
 def _run(args) -> int:
     _check_output(args.json, "--json")
     _check_output(args.plot, "--plot")
+    if args.concurrency is not None:
+        return _run_load(args)
     classes = [c.strip() for c in args.prompts.split(",") if c.strip()] if args.prompts else None
     ks = parse_ints(args.assistant_tokens)
     formats = parse_formats(args.formats)
@@ -121,3 +130,26 @@ def _run(args) -> int:
     if args.plot:
         write_plot(result, args.plot)
     return 130 if result.interrupted else 0
+
+
+def _run_load(args) -> int:
+    """`--concurrency`: the load benchmark (demo.bench.load); --prompts/--limit-prompts default to 2 code prompts."""
+    from .load import parse_concurrency, run_load
+    from .load_report import format_load_table, write_load_json, write_load_plot
+
+    ks = parse_ints(args.assistant_tokens)
+    if ks and len(ks) > 1:
+        raise DemoError("The load benchmark takes one number of assistant tokens (--assistant-tokens K).")
+    classes = [c.strip() for c in args.prompts.split(",") if c.strip()] if args.prompts else ["code"]
+    result = run_load(args.preset, concurrency=parse_concurrency(args.concurrency), rounds=args.rounds,
+                      prompt_classes=classes, limit_prompts=args.limit_prompts or 2,
+                      max_new_tokens=args.max_new_tokens, assistant_tokens=ks[0] if ks else None,
+                      cache_dir=args.cache_dir, models=args.models, time_limit_s=args.time_limit,
+                      checkpoint=lambda partial: args.json and write_load_json(partial, args.json),
+                      progress=lambda done, total, msg: print(f"[{done}/{total}] {msg}", file=sys.stderr, flush=True))
+    print(format_load_table(result))
+    if args.json:
+        write_load_json(result, args.json)
+    if args.plot:
+        write_load_plot(result, args.plot)
+    return 130 if result["interrupted"] else 0

@@ -37,6 +37,7 @@ class Explanation:
     regime: str                       # one plain sentence
     formats: Optional[str] = None     # "main int8, draft gguf"
     fastest_alone: Optional[str] = None  # "int8 main alone: 14.8 tok/s" from calibration
+    under_load: Optional[str] = None  # from how many simultaneous requests speculation stops paying (demo.bench.load)
 
 
 def _per_call(result) -> Optional[float]:
@@ -70,6 +71,7 @@ def explain(baseline, speculative, measured_speedup: Optional[float], assistant_
         regime=regime_sentence(ratio, step_ratio, assistant_tokens, tau),
         formats=(calibration or {}).get("formats"),
         fastest_alone=(calibration or {}).get("fastest_alone"),
+        under_load=(calibration or {}).get("under_load"),
     )
 
 

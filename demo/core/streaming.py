@@ -59,6 +59,8 @@ class RunResult:
     ov_main_calls: Optional[int] = None
     # Where this side ran when it is not this process (demo.serve: "host (node 1a2b3c4d), 1 thread").
     ran_on: Optional[str] = None
+    # How a replica that batches requests ran this one (demo.engine.batched_runner.served_note).
+    served: Optional[str] = None
 
     @property
     def token_ids(self) -> list[int]:

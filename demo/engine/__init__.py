@@ -8,6 +8,8 @@ StatusEvent, Summary), race's events and three_way; the rest is the engine's own
                  Calibrator protocol the app's launch calibration implements
   pipelines.py   OpenVINO GenAI pipelines: built, warmed up, kept in the byte-budgeted cache
   openvino_runner.py  one pipeline as a race's runner: template, prompt checks, streaming
+  batching.py    many requests in one continuous-batching pipeline, one thread stepping it
+  batched_runner.py  that pipeline as a runner shared by simultaneous runs (a Serve replica)
   race.py        race / fair / one-by-one / replay over any runner (pure logic)
   admission.py   the one admission point: one heavy job at a time, in order
   waiting.py     status streams a cancel still reaches while a job waits in line

@@ -20,6 +20,7 @@ from ..core.explain import explain
 from ..core.metrics import compare
 from ..core.settings import cpu_cores
 from ..core.streaming import BASELINE, SPECULATIVE, ChunkEvent, DoneEvent, StartEvent, StatusEvent
+from ..models import load_store
 from ..models.calibration_store import load_cached
 from ..models.prepare import PreparedPair, prepare_preset
 from ..models.presets import ExportSource, HubSource, PresetFile, load_presets
@@ -331,8 +332,10 @@ class Arena:
         preset = self.presets.get(request.preset)
         pair = self.prepared(request)
         result = load_cached(self.store, preset)
+        record = load_store.load(self.store, preset)  # the load benchmark's crossover, if measured here
+        under_load = {"under_load": record.sentence()} if record is not None else {}
         if result is None or pair is None:
-            return None
+            return under_load or None
         mode = "race" if request.mode == "race" else "fair"
         match = [c for c in result.candidates if c.mode == mode and c.k == request.settings.assistant_tokens
                  and c.main_format == pair.main_format and c.draft_format == pair.draft_format]
@@ -351,7 +354,7 @@ class Arena:
         formats = f"main {pair.main_format}, draft {pair.draft_format}"
         if pair.baseline is not None:
             formats += f"; the baseline's main {pair.baseline_format}"
-        return {"predicted_speedup": predicted, "formats": formats, "fastest_alone": fastest}
+        return {"predicted_speedup": predicted, "formats": formats, "fastest_alone": fastest, **under_load}
 
 
 def weights_note(pair: PreparedPair, mode: str) -> str:

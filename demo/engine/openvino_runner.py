@@ -104,6 +104,26 @@ def check_fits(side: str, n_prompt: int, settings: GenerationSettings, max_conte
         )
 
 
+def generation_config(ov, side: str, s: GenerationSettings):
+    """The GenerationConfig one side runs `s` with (`ov`: the openvino_genai module)."""
+    c = ov.GenerationConfig()
+    c.max_new_tokens = s.max_new_tokens
+    c.apply_chat_template = False  # applied by template(), identically for both sides
+    if s.sampling:
+        c.do_sample = True
+        c.temperature = s.temperature
+        c.top_p = s.top_p
+        c.rng_seed = s.seed
+    if side == SPECULATIVE:
+        if s.confidence_threshold is not None:
+            c.assistant_confidence_threshold = s.confidence_threshold
+        else:
+            c.num_assistant_tokens = s.assistant_tokens
+        if s.method == "prompt_lookup":
+            c.max_ngram_size = s.max_ngram_size
+    return c
+
+
 class OpenVINORunner:
     """One side of the race: an LLMPipeline plus what it takes to stream it."""
 
@@ -135,22 +155,7 @@ class OpenVINORunner:
         return count_tokens(self.tokenizer, text)
 
     def _config(self, s: GenerationSettings):
-        c = self._ov.GenerationConfig()
-        c.max_new_tokens = s.max_new_tokens
-        c.apply_chat_template = False  # applied by template(), identically for both sides
-        if s.sampling:
-            c.do_sample = True
-            c.temperature = s.temperature
-            c.top_p = s.top_p
-            c.rng_seed = s.seed
-        if self.side == SPECULATIVE:
-            if s.confidence_threshold is not None:
-                c.assistant_confidence_threshold = s.confidence_threshold
-            else:
-                c.num_assistant_tokens = s.assistant_tokens
-            if s.method == "prompt_lookup":
-                c.max_ngram_size = s.max_ngram_size
-        return c
+        return generation_config(self._ov, self.side, s)
 
     def check_prompt(self, prompt: str, settings: GenerationSettings) -> None:
         """Refuse a prompt that does not fit before either side starts (run() checks again)."""

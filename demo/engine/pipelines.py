@@ -67,10 +67,12 @@ class PipelineCache:
     of letting the kernel's OOM killer end the app.
     """
 
-    def __init__(self, budget: Optional[int] = None, max_pairs: Optional[int] = None):
+    def __init__(self, budget: Optional[int] = None, max_pairs: Optional[int] = None,
+                 side_builder: Optional[Callable] = None):
         from ..core import memory
 
         self.budget = memory.budget_bytes() if budget is None else budget
+        self._side_builder = side_builder or build_side  # (key, side, status) -> runner: one side alone
         self.max_pairs = max_pairs  # entries, whether pairs or single sides
         self._pairs: "OrderedDict[tuple[PairKey, tuple], dict[str, OpenVINORunner]]" = OrderedDict()
         self._sizes: dict[tuple[PairKey, tuple], int] = {}  # measured bytes per loaded (or once loaded) entry
@@ -166,7 +168,7 @@ class PipelineCache:
                                    or (self.max_pairs and len(self._pairs) >= self.max_pairs)):
                 self._evict_oldest()
             before = memory.rss_bytes()
-            runners = build_pair(key, status) if sides == SIDES else {sides[0]: build_side(key, sides[0], status)}
+            runners = build_pair(key, status) if sides == SIDES else {sides[0]: self._side_builder(key, sides[0], status)}
             # The KV-cache pools are reserved at load but become resident only as runs
             # write to blocks they never used before, over hundreds of races: count them now.
             pools = kv_pool_bytes(key) if SPECULATIVE in sides else 0

@@ -7,4 +7,5 @@
   prepare.py            prepare_preset: a preset's main and draft, checked to share a tokenizer
   calibration_store.py  this machine's saved calibrations, read back (demo.calibrate writes them)
   calibration_result.py  a calibration, typed (Calibration): its JSON form, old versions included
+  load_store.py         where speculation stops paying under load here (demo.bench.load writes it)
 """

@@ -18,7 +18,8 @@ from ..core.errors import DemoError
 IMPORT_PATH = "demo.serve.deployments:app_builder"
 DEPLOYMENT_NAMES = ("Baseline", "Speculative", "Race", "Page")
 ARGS = ("preset", "models", "cache_dir", "allow_downloads", "memory_budget_gb", "max_pipelines", "kiosk", "idle_seconds",
-        "keep_prompts")
+        "keep_prompts", "batch_requests", "crossover")
+MAX_BATCH_REQUESTS = 16
 DEFAULT_CONFIG = Path(__file__).resolve().parents[2] / "serve.yaml"
 
 
@@ -68,10 +69,17 @@ def parse(data, where: str = "serve.yaml") -> ServeConfig:
         if "num_replicas" in options and "autoscaling_config" in options:
             raise DemoError(f"{where}: deployment {name} sets both num_replicas and autoscaling_config; keep one.")
         deployments[name] = options
+    batch = args.get("batch_requests", 1)
+    if not isinstance(batch, int) or not 1 <= batch <= MAX_BATCH_REQUESTS:
+        raise DemoError(f"{where}: batch_requests must be a whole number from 1 to {MAX_BATCH_REQUESTS}.")
+    crossover = args.get("crossover")
+    if crossover is not None and (not isinstance(crossover, int) or crossover < 1):
+        raise DemoError(f"{where}: crossover must be a whole number of requests (1 or more), or left out.")
     for side in ("Baseline", "Speculative"):
         mor = deployments.get(side, {}).get("max_ongoing_requests", 1)
-        if mor != 1:
-            raise DemoError(f"{where}: {side} must keep max_ongoing_requests: 1 (one generate() per replica's cores).")
+        if mor != batch:
+            raise DemoError(f"{where}: {side} must set max_ongoing_requests: {batch}, as batch_requests says "
+                            "(the runs a replica takes at once are the ones it batches).")
     return ServeConfig(name=app.get("name", "arena"), route_prefix=app.get("route_prefix", "/"), args=args,
                        deployments=deployments, http_options=data.get("http_options") or {},
                        proxy_location=data.get("proxy_location"), runtime_env=app.get("runtime_env") or {})

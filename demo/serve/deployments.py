@@ -2,11 +2,12 @@
 
     Page (ingress: the Gradio page on FastAPI)
       └─ Race (fans one request out to both sides, merges their streams)
-           ├─ Baseline     (the main model alone)        max_ongoing_requests=1, autoscaled
-           └─ Speculative  (main + draft, or lookup)     max_ongoing_requests=1, autoscaled
+           ├─ Baseline     (the main model alone)        max_ongoing_requests=batch_requests, autoscaled
+           └─ Speculative  (main + draft, or lookup)     max_ongoing_requests=batch_requests, autoscaled
 
 Each pipeline replica loads its side's pipeline once (the default preset at start, others
-when first asked, a few kept), runs one generate() at a time with OpenVINO's
+when first asked, a few kept), runs one generate() at a time (batch_requests 1) or batches
+the runs it holds in one continuous-batching pipeline (demo.engine.batched_runner), with OpenVINO's
 INFERENCE_NUM_THREADS set to the CPUs Ray gave it (`num_cpus` alone only reserves them),
 and says where it runs in every result. Resources, replicas and autoscaling come from
 serve.yaml (or `build_app`'s defaults, which fit one small machine).
@@ -49,7 +50,8 @@ class Pipeline:
 
     def __init__(self, side: str, preset: Optional[str] = None, models: Optional[str] = None,
                  cache_dir: Optional[str] = None, allow_downloads: bool = False, max_pipelines: Optional[int] = None,
-                 threads: Optional[int] = None, warm: bool = True, memory_budget_gb: Optional[float] = None):
+                 threads: Optional[int] = None, warm: bool = True, memory_budget_gb: Optional[float] = None,
+                 batch_requests: int = 1, crossover: Optional[int] = None):
         _quiet()
         import ray
 
@@ -67,7 +69,13 @@ class Pipeline:
             self.arena.presets = self.arena.presets.model_copy(update={"default": preset})
         # Bytes, as the single-machine app: the operator's figure, else this machine's (or container's) limit.
         budget = int(memory_budget_gb * (1 << 30)) if memory_budget_gb else None
-        self.cache = SideCache(side, budget=budget, max_runners=max_pipelines)
+        # batch_requests > 1: the runs Ray hands this replica at once share one continuous-batching
+        # pipeline; a speculative one steps aside from drafting at `crossover` running requests (a
+        # stand-in) or at the crossover this machine measured for the preset (demo.bench.load).
+        self.crossover = crossover
+        self._crossovers: dict = {}  # main model folder -> the crossover its pipeline is built with
+        builder = self._build_batched if batch_requests > 1 else None
+        self.cache = SideCache(side, budget=budget, max_runners=max_pipelines, side_builder=builder)
         self.ran_on = placement(ray.get_runtime_context().get_node_id(), self.threads)
         self.worker = SideWorker(side, self._load, self.ran_on)
         if warm:  # load (and warm up) the default pair's side now, not in the first race
@@ -83,7 +91,22 @@ class Pipeline:
         if self.side == SPECULATIVE and method == "draft" and pair.draft is None:
             raise DemoError("This preset has no draft model; choose prompt lookup as the speculative method.")
         options = request.options.with_threads(self.threads)
+        if self.side == SPECULATIVE:
+            self._crossovers[str(pair.main)] = self._crossover_for(request.preset)
         return self.cache.get(side_key(self.side, pair.main, pair.draft, method, options), status)
+
+    def _crossover_for(self, preset_name) -> Optional[int]:
+        from ..models import load_store
+
+        if self.crossover is not None:
+            return self.crossover
+        record = load_store.load(self.arena.store, self.arena.presets.get(preset_name))
+        return record.crossover if record is not None else None
+
+    def _build_batched(self, key, side, status):
+        from ..engine.batched_runner import build_batched_side
+
+        return build_batched_side(key, side, status, crossover=self._crossovers.get(key.main))
 
     async def run(self, request):
         async for event in self.worker.run(request):
@@ -164,7 +187,9 @@ def build_app(args: Optional[dict] = None, deployments: Optional[dict] = None):
         return {"name": name, **{k: v for k, v in deployments.get(name, {}).items() if k != "name"}}
 
     pipeline_args = dict(common, max_pipelines=int(args["max_pipelines"]) if args.get("max_pipelines") else None,
-                         memory_budget_gb=float(args["memory_budget_gb"]) if args.get("memory_budget_gb") else None)
+                         memory_budget_gb=float(args["memory_budget_gb"]) if args.get("memory_budget_gb") else None,
+                         batch_requests=int(args.get("batch_requests") or 1),
+                         crossover=int(args["crossover"]) if args.get("crossover") else None)
     baseline = Pipeline.options(**options("Baseline")).bind(BASELINE, **pipeline_args)
     speculative = Pipeline.options(**options("Speculative")).bind(SPECULATIVE, **pipeline_args)
     race = Race.options(**options("Race")).bind(baseline, speculative)

@@ -174,7 +174,9 @@ def how_it_ran_on_cluster(request: RaceRequest, results: dict) -> str:
     devices += (f", draft on {options.draft_device}" if request.settings.method == "draft"
                 else ", prompt lookup (no draft)")
     precision = "exact mode (f32)" if options.exact else "default precision"
-    return f"{split}; {where}; {devices}; {precision}"
+    served = "".join(f"; {side}: {results[side].served}" for side in SIDES
+                     if getattr(results.get(side), "served", None))  # a batching replica's own words
+    return f"{split}; {where}; {devices}; {precision}{served}"
 
 
 class _Clocks:

@@ -1,9 +1,10 @@
 """One side's pipeline in a cluster replica: load once, stream one run, stop on cancel.
 
 A replica of the Baseline or the Speculative deployment holds a SideWorker. Ray Serve
-calls `run(request)` and streams what it yields; `max_ongoing_requests=1` gives the
-replica one run at a time, so its cores serve one generate() and a second race waits in
-Ray's queue (or gets a new replica from the autoscaler).
+calls `run(request)` and streams what it yields; with `max_ongoing_requests=1` the
+replica runs one at a time and a second race waits in Ray's queue (or gets a new replica
+from the autoscaler); with more (serve.yaml's batch_requests), the runs that arrive
+together share one continuous-batching pipeline (demo.engine.batched_runner).
 
 Stop: when the caller goes away (Stop on the page, tab closed, the race cancelled), Ray
 cancels the request, which raises CancelledError in `run` at its next await. The stop flag
@@ -123,11 +124,14 @@ class SideCache:
     same pipeline for both), so switching to prompt lookup reloads only the speculative side.
     """
 
-    def __init__(self, side: str, budget: Optional[int] = None, max_runners: Optional[int] = None):
+    def __init__(self, side: str, budget: Optional[int] = None, max_runners: Optional[int] = None,
+                 side_builder: Optional[Callable] = None):
         from ..engine.pipelines import PipelineCache
 
         self.side = side
-        self.pipelines = PipelineCache(budget=budget, max_pairs=max_runners)  # budget None: this machine's
+        # side_builder: how a runner is built (default one LLMPipeline; a batching replica's: batched_runner)
+        self.pipelines = PipelineCache(budget=budget, max_pairs=max_runners,  # budget None: this machine's
+                                       side_builder=side_builder)
 
     def get(self, key, status: Callable[[str], None] = lambda m: None):
         return self.pipelines.get_side(key, self.side, status)

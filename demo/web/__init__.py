@@ -3,6 +3,7 @@
   ui.py              the page: the race tab's layout, settings, the startup line; `build_demo(arena)`
   race_tab.py        the race's checks (parse_race_inputs) and its stream into both panels
   bench_tab.py       the Benchmark tab: bench_plan's bounds and the sweep's handler
+  load_section.py    the Benchmark tab's throughput under load (demo.bench.load), bounded like the sweep
   render.py          HTML/SVG for the page; every piece of model output is escaped here
   step_view.py       after a race: the acceptance curve by position and the step view
   booth.py           kiosk mode, the scoreboard, recordings, the three-way race, added by ui

@@ -8,7 +8,7 @@ import gradio as gr
 
 from ..core.errors import DemoError
 from ..engine.backend import Backend
-from . import checks
+from . import checks, load_section
 from .race_tab import MAX_ASSISTANT_TOKENS_UI
 from .visitors import VisitorIds
 
@@ -154,3 +154,4 @@ def build(arena: Backend, choices: list, default_preset: str, visitor_ids: Visit
     bench_event = run.click(run_bench, inputs, [table, plot, download],
                             concurrency_limit=1, concurrency_id="bench", api_name="bench", preprocess=False)
     stop.click(None, None, None, cancels=[bench_event])
+    load_section.build(arena, choices, default_preset, visitor_ids)  # throughput under load, below the sweep
