@@ -246,6 +246,11 @@ def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMA
                 report(too_far[-1])
     usable_mains = {f: m for f, m in mains.items() if quality.get(f, 1.0) >= MIN_AGREEMENT}
 
+    no_room = DemoError(f"No format pair of {preset.name!r} fits in {gb(budget)} of memory; "
+                        "free memory or choose a smaller preset.")
+    if all(m["memory_bytes"] + d["memory_bytes"] > budget for m in usable_mains.values() for d in drafts.values()):
+        raise no_room  # before timing anything more: not even fair mode's smallest pair fits
+
     # What this machine does WITHOUT a draft, per mode: every usable main format's real
     # baseline pipeline, interleaved. The baseline a visitor sees is the fastest of them.
     plain, plain_pick = {}, {}
@@ -290,8 +295,7 @@ def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMA
             raise DemoError(f"No format pair of {preset.name!r} runs on this CPU in both modes; "
                             "run python -m demo.doctor to see which configurations crash.")
         if not out:
-            raise DemoError(f"No format pair of {preset.name!r} fits in {gb(budget)} of memory; "
-                            "free memory or choose a smaller preset.")
+            raise no_room
         return out
 
     # Per mode: the model's best configuration runs in a real pipeline, which gives the
