@@ -46,11 +46,13 @@ class Arena:
 
         self.presets = presets
         self.store = store
-        self.cache = cache or PipelineCache()
+        self.cache = cache if cache is not None else PipelineCache()
         self.admission = admission or Admission()
         self.allow_downloads = allow_downloads
         # Proves each model × thread count in a child before this process compiles it.
         self.guard = guard or NativeGuard(SafetyRecord(store.cache_dir))
+        if getattr(self.cache, "guard", False) is None:  # the pipeline cache refuses what this guard did not prove
+            self.cache.guard = self.guard
         self._prepared: dict[tuple, PreparedPair] = {}  # (preset, main format, draft format)
         self._preset_locks: dict[str, threading.Lock] = {}
         self._locks_lock = threading.Lock()  # guards _preset_locks and _prepared
@@ -137,12 +139,13 @@ class Arena:
         return self._prepared.get((self.presets.get(request.preset).name, formats["main_format"],
                                    formats["draft_format"]))
 
-    def runners(self, request: RaceRequest, status: Callable[[str], None] = lambda m: None) -> dict:
+    def runners(self, request: RaceRequest, status: Callable[[str], None] = lambda m: None,
+                cancel: Optional[threading.Event] = None) -> dict:
         """Prepare and load a request's pipelines (the caller holds the admission slot).
         Fair mode on a pair that does not fit in memory twice gets each side in turn:
         race.fair loads one side's pipeline, then the other's."""
-        pair = self.prepare(request.preset, status, **self.formats_for(request))
-        options = request.options.with_threads(self.threads_to_use(request, pair, status))
+        pair = self.prepare(request.preset, status, cancel=cancel, **self.formats_for(request))
+        options = request.options.with_threads(self.threads_to_use(request, pair, status, cancel=cancel))
         load = self.cache.fair if request.mode == "fair" else self.cache.get
         return load(pair.main, pair.draft, request.settings.method, options, status)
 
@@ -156,19 +159,23 @@ class Arena:
         return out
 
     def threads_to_use(self, request: RaceRequest, pair: PreparedPair, status: Optional[Callable[[str], None]] = None,
-                       prove: bool = True) -> Optional[int]:
-        """Threads per pipeline: the even split (threads_for), unless OpenVINO crashes with it
-        on this CPU for these models; then all cores, then OpenVINO's default. With `prove`,
-        a configuration never seen here is smoke-tested in a child first (NativeGuard);
-        without, only the record is read."""
-        wanted = threads_for(request)
+                       prove: bool = True, cancel: Optional[threading.Event] = None,
+                       wanted: Union[Optional[int], str] = "split") -> Optional[int]:
+        """Threads per pipeline: `wanted` (by default the even split, threads_for), unless OpenVINO
+        crashes with it on this CPU for these models; then all cores, then OpenVINO's default.
+        With `prove`, a configuration never seen here is smoke-tested in a child first
+        (NativeGuard; `cancel` stops it); without, only the record is read. Only a proven
+        configuration is ever returned: the guard fails closed."""
+        wanted = threads_for(request) if wanted == "split" else wanted
         choices = [wanted] + [n for n in (cpu_cores(), None) if n != wanted]
         reasons = []
         for n in choices:
             configs = self.native_configs(request, pair, n)
             if prove:
-                self.guard.check_all(configs, status or (lambda m: None))
-            unusable = [self.guard.record.unusable(c) for c in configs if self.guard.record.unusable(c)]
+                self.guard.check_all(configs, status or (lambda m: None), cancel)
+            if cancel is not None and cancel.is_set():
+                raise Cancelled("Stopped while OpenVINO was being checked on this CPU.")
+            unusable = [why for why in map(self.guard.why_not, configs) if why]
             if not unusable:
                 return n
             reasons += unusable
@@ -196,7 +203,7 @@ class Arena:
         with self.admission.visiting(what, visitor):  # one job per visitor, while this stream lasts
             ticket, runners = yield from self.admitted(
                 what, stop, lambda status: self.prepare(request.preset, status, cancel=stop, **self.formats_for(request)),
-                lambda status, pair: self.runners(request, status))
+                lambda status, pair: self.runners(request, status, cancel=stop))
 
             def start() -> Iterator:
                 for runner in runners.values():  # a too-long prompt: one refusal, before any side starts
@@ -242,7 +249,7 @@ class Arena:
             self.prepare(request.preset, status, cancel=stop, **self.formats_for(request))
             ticket = self.admission.enter("loading models", stop, status)
             try:
-                return self.runners(request, status)
+                return self.runners(request, status, cancel=stop)
             finally:
                 ticket.release()
 

@@ -60,6 +60,13 @@ def run_side(runner: Runner, prompt: str, settings: GenerationSettings, stop: th
     emit(DoneEvent(runner.side, result))
 
 
+def load_failure(what: str, e: BaseException) -> str:
+    """The words a visitor sees when loading `what` raised something other than DemoError."""
+    if isinstance(e, MemoryError):
+        return f"there was not enough memory to load {what}; choose a smaller preset or weight format"
+    return unexpected(f"loading {what}", e)
+
+
 def _failed(side: str, started: list, message: str):
     now = time.perf_counter()
     return RunResult(side, start=started[0] if started else now, end=now, error=message)
@@ -191,17 +198,22 @@ def one_by_one(lanes: list, prompt: str, stop: Optional[threading.Event] = None,
             events.put(event)
 
     def all_lanes() -> None:
-        for name, get_runner, settings in lanes:
-            if stop.is_set():
-                break
-            try:
-                runner = get_runner(status)
-            except DemoError as e:
-                events.put(DoneEvent(name, _failed(name, [], str(e))))
-                continue
-            run_side(_Lane(name, runner), prompt, settings, stop, events.put)
-            del runner  # the next lane may evict this one's pipelines: hold no reference
-        events.put(None)
+        try:
+            for name, get_runner, settings in lanes:
+                if stop.is_set():
+                    break
+                try:
+                    runner = get_runner(status)
+                except DemoError as e:
+                    events.put(DoneEvent(name, _failed(name, [], str(e))))
+                    continue
+                except Exception as e:  # MemoryError from std::bad_alloc, OSError...: this lane fails, not the stream
+                    events.put(DoneEvent(name, _failed(name, [], load_failure(f"the {name} lane", e))))
+                    continue
+                run_side(_Lane(name, runner), prompt, settings, stop, events.put)
+                del runner  # the next lane may evict this one's pipelines: hold no reference
+        finally:
+            events.put(None)  # whatever happened above, the stream ends and its consumer lets go
 
     _Workers(on_finished).start("three-way", all_lanes)
     yield from _drain(events, stop)

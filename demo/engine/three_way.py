@@ -137,15 +137,20 @@ def _run(arena: Backend, request: RaceRequest, stop: Optional[threading.Event]) 
         raise DemoError(f"The preset {preset.name!r} has no draft model, so it cannot race a draft against prompt "
                         "lookup; choose a preset with a draft model.")
     stop = stop or threading.Event()
-    options = request.options.with_threads(None)  # each lane alone: OpenVINO's default, every core
     lane_settings = {"baseline": replace(settings, method="draft"), "draft": replace(settings, method="draft"),
                      "lookup": replace(settings, method="prompt_lookup")}
+    chosen: dict = {}
 
     def pipelines(pair, method: str, status):
         draft = pair.draft if method == "draft" else None
-        return arena.cache.get(pair.main, draft, method, options, status)
+        return arena.cache.get(pair.main, draft, method, chosen["options"], status)
 
     def check_prompt(status, pair):
+        # Each lane alone: OpenVINO's default threads, every core, once the guard proved it on
+        # this CPU (else the next proven count, as a race does); never a recorded crash.
+        drafting = replace(request, settings=lane_settings["draft"])
+        threads = arena.threads_to_use(drafting, pair, status, cancel=stop, wanted=None)
+        chosen["options"] = request.options.with_threads(threads)
         runners = pipelines(pair, "draft", status)
         for lane, runner in ((BASELINE, runners[BASELINE]), (SPECULATIVE, runners[SPECULATIVE])):
             check = getattr(runner, "check_prompt", None)

@@ -67,7 +67,7 @@ class Pipeline:
             self.arena.presets = self.arena.presets.model_copy(update={"default": preset})
         # Bytes, as the single-machine app: the operator's figure, else this machine's (or container's) limit.
         budget = int(memory_budget_gb * (1 << 30)) if memory_budget_gb else None
-        self.cache = SideCache(side, budget=budget, max_runners=max_pipelines)
+        self.cache = SideCache(side, budget=budget, max_runners=max_pipelines, guard=self.arena.guard)
         self.ran_on = placement(ray.get_runtime_context().get_node_id(), self.threads)
         self.worker = SideWorker(side, self._load, self.ran_on)
         if warm:  # load (and warm up) the default pair's side now, not in the first race

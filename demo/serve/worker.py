@@ -123,11 +123,13 @@ class SideCache:
     same pipeline for both), so switching to prompt lookup reloads only the speculative side.
     """
 
-    def __init__(self, side: str, budget: Optional[int] = None, max_runners: Optional[int] = None):
+    def __init__(self, side: str, budget: Optional[int] = None, max_runners: Optional[int] = None, guard=None):
         from ..engine.pipelines import PipelineCache
 
         self.side = side
-        self.pipelines = PipelineCache(budget=budget, max_pairs=max_runners)  # budget None: this machine's
+        # budget None: this machine's. `guard` (a NativeGuard): each model × thread count is proven
+        # in a child before the replica compiles it (1 thread per side on 2 cores crashes some CPUs).
+        self.pipelines = PipelineCache(budget=budget, max_pairs=max_runners, guard=guard)
 
     def get(self, key, status: Callable[[str], None] = lambda m: None):
         return self.pipelines.get_side(key, self.side, status)
