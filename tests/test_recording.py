@@ -19,7 +19,7 @@ from demo.engine.race import one_by_one, race
 from demo.records import playback, recording
 from demo.records.recording import RecordingError
 
-from .fakes import FakeRunner
+from .fakes import FakeRunner, ProvenGuard
 
 MACHINE = {"cpu_model": "Test CPU", "isa_flags": ["avx2"], "cores": 2, "cpu_count": 2, "memory_gb": 16.0,
            "platform": "Linux"}
@@ -257,8 +257,8 @@ class FakeCache:
         return {BASELINE: FakeRunner(BASELINE, [1] * 4), SPECULATIVE: FakeRunner(SPECULATIVE, [2, 2])}
 
 
-def fake_arena(presets, with_draft=True):
-    arena = Arena(presets, store=SimpleNamespace(cache_dir=Path("/nonexistent")))
+def fake_arena(presets, with_draft=True, guard=None):
+    arena = Arena(presets, store=SimpleNamespace(cache_dir=Path("/nonexistent")), guard=guard or ProvenGuard())
     arena.cache = FakeCache(arena)
     preset = presets.get("smollm2-self-draft")
     pair = SimpleNamespace(preset=preset, main=Path("/m"), draft=Path("/d") if with_draft else None,

@@ -23,7 +23,7 @@ from ..models.prepare import PreparedPair, prepare_preset
 from ..models.presets import ExportSource, HubSource, PresetFile, load_presets
 from ..models.sources import ModelStore
 from .admission import Admission, Cancelled, holding
-from .race import fair, race
+from .race import HEARTBEAT_S, fair, race
 from .request import RaceRequest, Summary, how_it_ran, threads_for, validate_prompt
 from .safety import NativeConfig, NativeGuard, SafetyRecord
 from .startup import Calibrator, StartupState, start_warmup
@@ -192,9 +192,12 @@ class Arena:
 
     # -- running --------------------------------------------------------------------------
     def run(self, request: RaceRequest, stop: Optional[threading.Event] = None,
-            visitor: Sequence[str] = ()) -> Iterator[Union[StatusEvent, StartEvent, ChunkEvent, DoneEvent]]:
+            visitor: Sequence[str] = (), heartbeats: bool = False
+            ) -> Iterator[Union[StatusEvent, StartEvent, ChunkEvent, DoneEvent, None]]:
         """Validate, wait for the CPU, prepare and load (StatusEvents), then race or run in turn; `visitor`:
-        whose job it is (Admission.claim). Closing the iterator at any point stops the work without waiting."""
+        whose job it is (Admission.claim). Closing the iterator at any point stops the work without waiting.
+        With `heartbeats`, None is also yielded while nothing happens (a prefill, a side loading in fair
+        mode), so a consumer that can be closed only between two yields (a web handler) can be stopped."""
         prompt = validate_prompt(request.prompt)
         settings = request.settings.validated()
         placement.check_options(request.options, settings)
@@ -210,10 +213,11 @@ class Arena:
                     check = getattr(runner, "check_prompt", None)
                     if check is not None:
                         check(prompt, settings)
+                beat = HEARTBEAT_S if heartbeats else None
                 if request.mode == "race":
-                    return race(runners, prompt, settings, stop, on_finished=ticket.release)
+                    return race(runners, prompt, settings, stop, on_finished=ticket.release, heartbeat_s=beat)
                 return fair(runners, prompt, settings, stop, on_finished=ticket.release,
-                            on_status=lambda m: StatusEvent(f"fair mode: {m}"))
+                            on_status=lambda m: StatusEvent(f"fair mode: {m}"), heartbeat_s=beat)
 
             yield from holding(ticket, start)
 

@@ -27,7 +27,7 @@ from ..core.streaming import BASELINE, SPECULATIVE, StatusEvent
 from .admission import holding
 from .arena import RaceRequest, validate_prompt
 from .backend import Backend
-from .race import one_by_one
+from .race import HEARTBEAT_S, one_by_one
 
 LANES = ("baseline", "draft", "lookup")
 METHOD = {"draft": "draft", "lookup": "prompt_lookup"}
@@ -117,16 +117,16 @@ def how_it_ran(request: RaceRequest) -> str:
 
 
 def run(arena: Backend, request: RaceRequest, stop: Optional[threading.Event] = None,
-        visitor: Sequence[str] = ()) -> Iterator:
+        visitor: Sequence[str] = (), heartbeats: bool = False) -> Iterator:
     """Wait for the CPU (StatusEvents meanwhile), prepare the preset, then run the baseline,
     the draft model and prompt lookup alone, one after the other, all inside one admission
     slot; `visitor`: whose job it is (Admission.claim). Closing the iterator stops the work
-    without waiting for it."""
+    without waiting for it; `heartbeats` as in Arena.run (a Stop reaches a lane that loads)."""
     with arena.admission.visiting("a three-way race", visitor):
-        yield from _run(arena, request, stop)
+        yield from _run(arena, request, stop, HEARTBEAT_S if heartbeats else None)
 
 
-def _run(arena: Backend, request: RaceRequest, stop: Optional[threading.Event]) -> Iterator:
+def _run(arena: Backend, request: RaceRequest, stop: Optional[threading.Event], beat: Optional[float]) -> Iterator:
     prompt = validate_prompt(request.prompt)
     settings = request.settings.validated()
     if settings.assistant_tokens is None:
@@ -171,4 +171,5 @@ def _run(arena: Backend, request: RaceRequest, stop: Optional[threading.Event]) 
 
     lanes = [(lane, lane_runner(lane), lane_settings[lane]) for lane in LANES]
     yield from holding(ticket, lambda: one_by_one(lanes, prompt, stop, on_finished=ticket.release,
-                                                  on_status=lambda m: StatusEvent(f"three-way: {m}")))
+                                                  on_status=lambda m: StatusEvent(f"three-way: {m}"),
+                                                  heartbeat_s=beat))

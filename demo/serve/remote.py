@@ -94,7 +94,7 @@ class RemoteArena:
         # their own (every node has the same prepared models: docs/SCALE-OUT.md).
         raise DemoError(ONLY_ONE_MACHINE)
 
-    def runners(self, request: RaceRequest, status=lambda m: None) -> dict:
+    def runners(self, request: RaceRequest, status=lambda m: None, cancel=None) -> dict:
         raise DemoError(ONLY_ONE_MACHINE)
 
     def prepared(self, request: RaceRequest):
@@ -112,7 +112,10 @@ class RemoteArena:
         return None
 
     # -- running --------------------------------------------------------------------------
-    def run(self, request: RaceRequest, stop: Optional[threading.Event] = None, visitor=()) -> Iterator:
+    def run(self, request: RaceRequest, stop: Optional[threading.Event] = None, visitor=(),
+            heartbeats: bool = False) -> Iterator:
+        # `heartbeats` is accepted for the Backend protocol; none are sent yet: a replica's run is
+        # iterated from Ray's stream, which this method cannot wake while it waits (a known gap).
         prompt = validate_prompt(request.prompt)
         request.settings.validated()
         request = replace(request, prompt=prompt)
