@@ -256,6 +256,14 @@ class FakeCache:
         self.calls.append((method, draft, options.threads, self.arena.admission.state()["running"]))
         return {BASELINE: FakeRunner(BASELINE, [1] * 4), SPECULATIVE: FakeRunner(SPECULATIVE, [2, 2])}
 
+    @staticmethod
+    def key(main, draft, method, options):
+        return (main, draft, method, options)
+
+    def get_side(self, key, side, status=lambda m: None):
+        main, draft, method, options = key
+        return self.get(main, draft, method, options, status)[side]
+
 
 def fake_arena(presets, with_draft=True, guard=None):
     arena = Arena(presets, store=SimpleNamespace(cache_dir=Path("/nonexistent")), guard=guard or ProvenGuard())

@@ -228,3 +228,34 @@ def test_a_stop_while_a_lane_loads_runs_no_lane_after_it():
     release.set()
     assert finished.wait(60)
     assert runners["baseline"].calls == runners["draft"].calls == 0
+
+
+# -- alternating modes does not reload what is loaded ------------------------------------------
+
+def test_one_side_of_a_loaded_pair_is_served_from_the_pair(monkeypatch):
+    """A three-way lane (one side) after a fair run (the pair) compiled that side again, which
+    evicted the pair, which the next fair run compiled again: a reload per request."""
+    from demo.core.settings import PipelineOptions
+    from demo.engine import pipelines
+
+    built = []
+
+    def build_pair(key, status):
+        built.append(("pair", key.method))
+        return {s: FakeRunner(s, [1]) for s in SIDES}
+
+    def build_side(key, side, status, warmup=True):
+        built.append((side, key.method))
+        return FakeRunner(side, [1])
+
+    monkeypatch.setattr(pipelines, "build_pair", build_pair)
+    monkeypatch.setattr(pipelines, "build_side", build_side)
+    cache = pipelines.PipelineCache(budget=1 << 40)
+    options = PipelineOptions()
+    pair = cache.get(Path("/m"), Path("/d"), "draft", options)  # a fair run
+    key = cache.key(Path("/m"), Path("/d"), "draft", options)
+    assert cache.get_side(key, BASELINE) is pair[BASELINE]   # the three-way's baseline and draft lanes
+    assert cache.get_side(key, SPECULATIVE) is pair[SPECULATIVE]
+    cache.get_side(cache.key(Path("/m"), None, "prompt_lookup", options), SPECULATIVE)  # its lookup lane
+    assert cache.get(Path("/m"), Path("/d"), "draft", options) is pair  # the next fair run
+    assert built == [("pair", "draft"), (SPECULATIVE, "prompt_lookup")]

@@ -149,6 +149,11 @@ class PipelineCache:
             if entry in self._pairs:
                 self._pairs.move_to_end(entry)
                 return self._pairs[entry]
+            if len(sides) == 1 and (key, SIDES) in self._pairs:
+                # One side of a loaded pair (a three-way lane after a fair run): the pair's own
+                # pipeline, not a second compile that would evict it and be evicted in turn.
+                self._pairs.move_to_end((key, SIDES))
+                return {sides[0]: self._pairs[(key, SIDES)][sides[0]]}
             if self.guard is not None:  # every compile proven, whoever asks (race, fair, three-way, a replica)
                 self.guard.require(native_configs(key, sides), status)
             need = self.estimate(key, sides)

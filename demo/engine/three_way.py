@@ -165,9 +165,11 @@ def _run(arena: Backend, request: RaceRequest, stop: Optional[threading.Event], 
         check_prompt)
 
     def lane_runner(lane: str):
+        if lane == "lookup":  # its speculative side alone: the baseline lane's main is the draft pair's
+            key = arena.cache.key(pair.main, None, "prompt_lookup", chosen["options"])
+            return lambda status: arena.cache.get_side(key, SPECULATIVE, status)
         side = BASELINE if lane == "baseline" else SPECULATIVE
-        method = "draft" if lane in ("baseline", "draft") else "prompt_lookup"
-        return lambda status: pipelines(pair, method, status)[side]
+        return lambda status: pipelines(pair, "draft", status)[side]
 
     lanes = [(lane, lane_runner(lane), lane_settings[lane]) for lane in LANES]
     yield from holding(ticket, lambda: one_by_one(lanes, prompt, stop, on_finished=ticket.release,
