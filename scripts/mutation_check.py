@@ -462,6 +462,30 @@ MUTATIONS = [
         '            "main": preset_obj.main.model_dump(),',
         ("tests/test_bench.py::test_the_json_names_no_model_path_of_this_machine",),
     ),
+    Mutation(
+        "safety: an unproven configuration counts as usable",
+        "the guard fails open: a Python error in the smoke test, or a record it could not write, and the app compiles it anyway",
+        "demo/engine/safety.py",
+        '        return self._failures.get(config.key) or f"{config.describe()} was not proven to run on this CPU"',
+        "        return None",
+        ("tests/test_stop_and_guard.py::test_a_python_error_in_the_smoke_test_leaves_the_configuration_unproven",),
+    ),
+    Mutation(
+        "pipelines: the cache compiles without its guard",
+        "a Serve replica compiles 1 thread per side on 2 cores, the known SIGFPE configuration, unproven",
+        "demo/engine/pipelines.py",
+        "            if self.guard is not None:  # every compile proven, whoever asks (race, fair, three-way, a replica)",
+        "            if False:",
+        ("tests/test_stop_and_guard.py::test_the_pipeline_cache_refuses_what_its_guard_did_not_prove",),
+    ),
+    Mutation(
+        "race: a lane that loads after a Stop still runs",
+        "a Stop while a lane's pipelines load is followed by its prefill, for nobody",
+        "demo/engine/race.py",
+        "                if stop.is_set():  # stopped while it loaded: no prefill for nobody",
+        "                if False:",
+        ("tests/test_stop_and_guard.py::test_a_stop_while_a_lane_loads_runs_no_lane_after_it",),
+    ),
 ]
 
 
