@@ -482,8 +482,8 @@ MUTATIONS = [
         "race: a lane that loads after a Stop still runs",
         "a Stop while a lane's pipelines load is followed by its prefill, for nobody",
         "demo/engine/race.py",
-        "                if stop.is_set():  # stopped while it loaded: no prefill for nobody",
-        "                if False:",
+        "        if stop.is_set():  # stopped before it began (while its pipeline loaded): no prefill for nobody",
+        "        if False:",
         ("tests/test_stop_and_guard.py::test_a_stop_while_a_lane_loads_runs_no_lane_after_it",),
     ),
 ]

@@ -238,8 +238,6 @@ def one_by_one(lanes: list, prompt: str, stop: Optional[threading.Event] = None,
                 except Exception as e:  # MemoryError from std::bad_alloc, OSError...: this lane fails, not the stream
                     events.put(DoneEvent(name, _failed(name, [], load_failure(f"the {name} lane", e))))
                     continue
-                if stop.is_set():  # stopped while it loaded: no prefill for nobody
-                    break
                 run_side(_Lane(name, runner), prompt, settings, stop, events.put)
                 del runner  # the next lane may evict this one's pipelines: hold no reference
         finally:
