@@ -28,6 +28,7 @@ class Backend(Protocol):
     admission: "Admission"       # the one admission point: one job per visitor, one run on the CPU
     startup: "StartupState"      # how far the launch warm-up got; the page polls it
     cache: object                # loaded pipelines (three-way race); the cluster's refuses to load
+    guard: object                # the NativeGuard: proves each model × thread count before it is compiled here
 
     # -- what a visitor may choose -------------------------------------------------------
     def devices(self) -> list[str]: ...
@@ -49,6 +50,10 @@ class Backend(Protocol):
 
     def runners(self, request: "RaceRequest", status: Callable[[str], None] = ...,
                 cancel: Optional[threading.Event] = None) -> dict: ...
+
+    def threads_to_use(self, request: "RaceRequest", pair: "PreparedPair", status: Optional[Callable[[str], None]] = None,
+                       prove: bool = True, cancel: Optional[threading.Event] = None,
+                       wanted: object = "split") -> Optional[int]: ...
 
     def admitted(self, what: str, stop: threading.Event, prepare: Callable, load: Callable): ...
 
