@@ -155,19 +155,19 @@ MUTATIONS = [
         "race: closing the stream does not stop the sides",
         "Stop or a closed tab leaves both pipelines generating",
         "demo/engine/race.py",
-        "        if pending:\n            stop.set()\n\n\ndef _drain",
-        "        if pending:\n            pass\n\n\ndef _drain",
+        "        if pending:\n            stop.set()\n\n\n_END = object()",
+        "        if pending:\n            pass\n\n\n_END = object()",
         ("tests/test_race_logic.py::test_closing_the_stream_returns_at_once_and_the_threads_end_by_themselves",),
     ),
     Mutation(
         "race: closing the stream waits for the workers",
         "closing joins the threads on the server's event loop, freezing every visitor",
         "demo/engine/race.py",
-        "        if pending:\n            stop.set()\n\n\ndef _drain",
+        "        if pending:\n            stop.set()\n\n\n_END = object()",
         "        if pending:\n            stop.set()\n"
         "            for t in threading.enumerate():\n"
         "                if t.name.startswith('race-'):\n"
-        "                    t.join()\n\n\ndef _drain",
+        "                    t.join()\n\n\n_END = object()",
         ("tests/test_race_logic.py::test_closing_the_stream_returns_at_once_and_the_threads_end_by_themselves",),
     ),
     Mutation(
@@ -541,6 +541,30 @@ MUTATIONS = [
         "        if speedup_by_n[n] <= 1.0:",
         "        if speedup_by_n[n] < 1.0:",
         ("tests/test_batching.py::test_the_crossover_is_the_smallest_n_that_stops_paying",),
+    ),
+    Mutation(
+        "safety: an unproven configuration counts as usable",
+        "the guard fails open: a Python error in the smoke test, or a record it could not write, and the app compiles it anyway",
+        "demo/engine/safety.py",
+        '        return self._failures.get(config.key) or f"{config.describe()} was not proven to run on this CPU"',
+        "        return None",
+        ("tests/test_stop_and_guard.py::test_a_python_error_in_the_smoke_test_leaves_the_configuration_unproven",),
+    ),
+    Mutation(
+        "pipelines: the cache compiles without its guard",
+        "a Serve replica compiles 1 thread per side on 2 cores, the known SIGFPE configuration, unproven",
+        "demo/engine/pipelines.py",
+        "            if self.guard is not None:  # every compile proven, whoever asks (race, fair, three-way, a replica)",
+        "            if False:",
+        ("tests/test_stop_and_guard.py::test_the_pipeline_cache_refuses_what_its_guard_did_not_prove",),
+    ),
+    Mutation(
+        "race: a lane that loads after a Stop still runs",
+        "a Stop while a lane's pipelines load is followed by its prefill, for nobody",
+        "demo/engine/race.py",
+        "        if stop.is_set():  # stopped before it began (while its pipeline loaded): no prefill for nobody",
+        "        if False:",
+        ("tests/test_stop_and_guard.py::test_a_stop_while_a_lane_loads_runs_no_lane_after_it",),
     ),
 ]
 

@@ -86,3 +86,24 @@ class RecordingRunner:
         result = self.inner.run(prompt, settings, counted, on_start)
         self.log.append((self.side, prompt, settings, result))
         return result
+
+
+class ProvenGuard:
+    """A NativeGuard stand-in whose record says every configuration runs on this CPU (for
+    tests of other things that go through the guard, with model folders that do not exist)."""
+
+    def __init__(self):
+        self.checked: list = []
+        self.record = self  # the page reads record.crashes()
+
+    def crashes(self, folders=None) -> dict:
+        return {}
+
+    def check_all(self, configs, status=lambda m: None, cancel=None) -> None:
+        self.checked.extend(configs)
+
+    def why_not(self, config):
+        return None
+
+    def require(self, configs, status=lambda m: None, cancel=None) -> None:
+        self.check_all(configs, status, cancel)

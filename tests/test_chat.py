@@ -47,7 +47,7 @@ class ChatRunner(FakeRunner):
 def fake_arena(presets, runners):
     arena = Arena(presets, store=SimpleNamespace(cache_dir=Path("/nonexistent")))
     arena.prepare = lambda *a, **k: SimpleNamespace(main=Path("/m"), draft=Path("/d"))
-    arena.runners = lambda request, status=lambda m: None: runners
+    arena.runners = lambda request, status=lambda m: None, cancel=None: runners
     return arena
 
 

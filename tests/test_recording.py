@@ -19,7 +19,7 @@ from demo.engine.race import one_by_one, race
 from demo.records import playback, recording
 from demo.records.recording import RecordingError
 
-from .fakes import FakeRunner
+from .fakes import FakeRunner, ProvenGuard
 
 MACHINE = {"cpu_model": "Test CPU", "isa_flags": ["avx2"], "cores": 2, "cpu_count": 2, "memory_gb": 16.0,
            "platform": "Linux"}
@@ -208,6 +208,29 @@ def test_a_lane_that_cannot_load_fails_alone():
     assert done["draft"].error == "out of memory" and not done["lookup"].error and done["lookup"].chunks
 
 
+def _consume(events, into: list) -> threading.Thread:
+    """Iterate `events` in a thread of its own: a stream that never ends is seen as a join that times out."""
+    worker = threading.Thread(target=lambda: into.extend(events), daemon=True)
+    worker.start()
+    return worker
+
+
+@pytest.mark.parametrize("error, words", [(MemoryError(), "not enough memory to load the draft lane"),
+                                          (OSError(28, "No space left on device"), "an unexpected error stopped it")])
+def test_a_lane_loader_that_raises_anything_ends_with_a_sentence_and_frees_the_slot(error, words):
+    """Not only DemoError: a MemoryError (std::bad_alloc) or an OSError from a loader used to kill the
+    lanes' thread before it ended the stream, so the visitor's stream, and its claim, waited forever."""
+    runners = {"baseline": FakeRunner(BASELINE, [1] * 3), "draft": error, "lookup": FakeRunner(SPECULATIVE, [2])}
+    finished, events = threading.Event(), []
+    consumer = _consume(one_by_one(lanes_of(runners, []), "p", on_finished=finished.set), events)
+    consumer.join(30)  # a hang guard: the stream ends as soon as the last lane has
+    assert not consumer.is_alive(), "the stream never ended"
+    done = {e.side: e.result for e in events if isinstance(e, DoneEvent)}
+    assert words in done["draft"].error and "Error" not in done["draft"].error
+    assert not done["lookup"].error and done["lookup"].chunks
+    assert finished.is_set()
+
+
 def test_stopping_ends_the_lane_in_flight_and_skips_the_rest():
     stop = threading.Event()
     runners = {"baseline": FakeRunner(BASELINE, [1] * 200, delay_s=0.01, watch=stop),
@@ -233,9 +256,17 @@ class FakeCache:
         self.calls.append((method, draft, options.threads, self.arena.admission.state()["running"]))
         return {BASELINE: FakeRunner(BASELINE, [1] * 4), SPECULATIVE: FakeRunner(SPECULATIVE, [2, 2])}
 
+    @staticmethod
+    def key(main, draft, method, options):
+        return (main, draft, method, options)
 
-def fake_arena(presets, with_draft=True):
-    arena = Arena(presets, store=SimpleNamespace(cache_dir=Path("/nonexistent")))
+    def get_side(self, key, side, status=lambda m: None):
+        main, draft, method, options = key
+        return self.get(main, draft, method, options, status)[side]
+
+
+def fake_arena(presets, with_draft=True, guard=None):
+    arena = Arena(presets, store=SimpleNamespace(cache_dir=Path("/nonexistent")), guard=guard or ProvenGuard())
     arena.cache = FakeCache(arena)
     preset = presets.get("smollm2-self-draft")
     pair = SimpleNamespace(preset=preset, main=Path("/m"), draft=Path("/d") if with_draft else None,

@@ -56,7 +56,10 @@ def diagnose(preset, store, formats: list[str], threads: list[Optional[int]], pr
                                  "detail": f"run with --prepare, or python -m demo.prepare --preset {preset.name}"})
                     continue
                 config = NativeConfig(str(folder), role, n)
-                entry = guard.prove(config, report, None)  # afresh: an earlier verdict is replaced
+                try:
+                    entry = guard.prove(config, report, None)  # afresh: an earlier verdict is replaced
+                except DemoError as e:  # not proven (a timeout, a Python error in the child): nothing recorded
+                    entry = {"status": "not proven", "detail": str(e)}
                 rows.append({**row, "status": entry["status"], "ms_per_token": entry.get("ms_per_token"),
                              "detail": entry["detail"]})
     return rows

@@ -225,6 +225,8 @@ class StageRunner:
                     result = isolation.run(f"{self.module}:{function}", {**args, "unusable": self.unusable()},
                                            what=what, timeout_s=STAGE_TIMEOUT_S, on_message=on_message,
                                            cancel=self.stop)
+            except isolation.NativeTimeout as e:  # a busy machine, not a crash: nothing is recorded
+                raise DemoError(f"{e}; nothing was recorded, so calibration can run again later.") from None
             except isolation.NativeCrash as e:
                 if not announced:
                     raise DemoError(f"{e} before it compiled a model; see the terminal, then restart the app.") from None

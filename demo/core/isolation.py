@@ -45,6 +45,10 @@ class NativeCrash(DemoError):
         super().__init__(f"OpenVINO crashed ({how}) {what} on this CPU")
 
 
+class NativeTimeout(NativeCrash):
+    """The child outlived its deadline: on a busy machine that is no proof of a crash."""
+
+
 class ChildFailed(DemoError):
     """The child's code raised: a Python failure, not a native crash (nothing is recorded)."""
 
@@ -123,7 +127,7 @@ def _collect(child, read_fd: int, log, what: str, timeout_s, on_message, cancel,
             raise
         if deadline is not None and time.monotonic() > deadline:
             _kill(child)
-            raise NativeCrash(what, f"no answer within {timeout_s:.0f} s")
+            raise NativeTimeout(what, f"no answer within {timeout_s:.0f} s")
 
 
 def _kill(child) -> None:

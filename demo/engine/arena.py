@@ -26,7 +26,7 @@ from ..models.prepare import PreparedPair, prepare_preset
 from ..models.presets import ExportSource, HubSource, PresetFile, load_presets
 from ..models.sources import ModelStore
 from .admission import Admission, Cancelled, holding
-from .race import fair, race
+from .race import HEARTBEAT_S, fair, race
 from .request import RaceRequest, Summary, how_it_ran, threads_for, validate_prompt
 from .safety import NativeConfig, NativeGuard, SafetyRecord
 from .startup import Calibrator, StartupState, start_warmup
@@ -49,11 +49,13 @@ class Arena:
 
         self.presets = presets
         self.store = store
-        self.cache = cache or PipelineCache()
+        self.cache = cache if cache is not None else PipelineCache()
         self.admission = admission or Admission()
         self.allow_downloads = allow_downloads
         # Proves each model × thread count in a child before this process compiles it.
         self.guard = guard or NativeGuard(SafetyRecord(store.cache_dir))
+        if getattr(self.cache, "guard", False) is None:  # the pipeline cache refuses what this guard did not prove
+            self.cache.guard = self.guard
         self._prepared: dict[tuple, PreparedPair] = {}  # (preset, main format, draft format)
         self._preset_locks: dict[str, threading.Lock] = {}
         self._locks_lock = threading.Lock()  # guards _preset_locks and _prepared
@@ -155,12 +157,13 @@ class Arena:
         return self._prepared.get((self.presets.get(request.preset).name, formats["main_format"],
                                    formats["draft_format"], formats["baseline_format"]))
 
-    def runners(self, request: RaceRequest, status: Callable[[str], None] = lambda m: None) -> dict:
+    def runners(self, request: RaceRequest, status: Callable[[str], None] = lambda m: None,
+                cancel: Optional[threading.Event] = None) -> dict:
         """Prepare and load a request's pipelines (the caller holds the admission slot).
         Fair mode on a pair that does not fit in memory twice gets each side in turn:
         race.fair loads one side's pipeline, then the other's."""
-        pair = self.prepare(request.preset, status, **self.formats_for(request))
-        options = request.options.with_threads(self.threads_to_use(request, pair, status))
+        pair = self.prepare(request.preset, status, cancel=cancel, **self.formats_for(request))
+        options = request.options.with_threads(self.threads_to_use(request, pair, status, cancel=cancel))
         load = self.cache.fair if request.mode == "fair" else self.cache.get
         return load(pair.main, pair.draft, request.settings.method, options, status, baseline=pair.baseline)
 
@@ -176,19 +179,23 @@ class Arena:
         return out
 
     def threads_to_use(self, request: RaceRequest, pair: PreparedPair, status: Optional[Callable[[str], None]] = None,
-                       prove: bool = True) -> Optional[int]:
-        """Threads per pipeline: the even split (threads_for), unless OpenVINO crashes with it
-        on this CPU for these models; then all cores, then OpenVINO's default. With `prove`,
-        a configuration never seen here is smoke-tested in a child first (NativeGuard);
-        without, only the record is read."""
-        wanted = threads_for(request)
+                       prove: bool = True, cancel: Optional[threading.Event] = None,
+                       wanted: Union[Optional[int], str] = "split") -> Optional[int]:
+        """Threads per pipeline: `wanted` (by default the even split, threads_for), unless OpenVINO
+        crashes with it on this CPU for these models; then all cores, then OpenVINO's default.
+        With `prove`, a configuration never seen here is smoke-tested in a child first
+        (NativeGuard; `cancel` stops it); without, only the record is read. Only a proven
+        configuration is ever returned: the guard fails closed."""
+        wanted = threads_for(request) if wanted == "split" else wanted
         choices = [wanted] + [n for n in (cpu_cores(), None) if n != wanted]
         reasons = []
         for n in choices:
             configs = self.native_configs(request, pair, n)
             if prove:
-                self.guard.check_all(configs, status or (lambda m: None))
-            unusable = [self.guard.record.unusable(c) for c in configs if self.guard.record.unusable(c)]
+                self.guard.check_all(configs, status or (lambda m: None), cancel)
+            if cancel is not None and cancel.is_set():
+                raise Cancelled("Stopped while OpenVINO was being checked on this CPU.")
+            unusable = [why for why in map(self.guard.why_not, configs) if why]
             if not unusable:
                 return n
             reasons += unusable
@@ -206,9 +213,12 @@ class Arena:
 
     # -- running --------------------------------------------------------------------------
     def run(self, request: RaceRequest, stop: Optional[threading.Event] = None,
-            visitor: Sequence[str] = ()) -> Iterator[Union[StatusEvent, StartEvent, ChunkEvent, DoneEvent]]:
+            visitor: Sequence[str] = (), heartbeats: bool = False
+            ) -> Iterator[Union[StatusEvent, StartEvent, ChunkEvent, DoneEvent, None]]:
         """Validate, wait for the CPU, prepare and load (StatusEvents), then race or run in turn; `visitor`:
-        whose job it is (Admission.claim). Closing the iterator at any point stops the work without waiting."""
+        whose job it is (Admission.claim). Closing the iterator at any point stops the work without waiting.
+        With `heartbeats`, None is also yielded while nothing happens (a prefill, a side loading in fair
+        mode), so a consumer that can be closed only between two yields (a web handler) can be stopped."""
         prompt = validate_prompt(request.prompt)
         settings = request.settings.validated()
         placement.check_options(request.options, settings)
@@ -217,17 +227,18 @@ class Arena:
         with self.admission.visiting(what, visitor):  # one job per visitor, while this stream lasts
             ticket, runners = yield from self.admitted(
                 what, stop, lambda status: self.prepare(request.preset, status, cancel=stop, **self.formats_for(request)),
-                lambda status, pair: self.runners(request, status))
+                lambda status, pair: self.runners(request, status, cancel=stop))
 
             def start() -> Iterator:
                 for runner in runners.values():  # a too-long prompt: one refusal, before any side starts
                     check = getattr(runner, "check_prompt", None)
                     if check is not None:
                         check(prompt, settings)
+                beat = HEARTBEAT_S if heartbeats else None
                 if request.mode == "race":
-                    return race(runners, prompt, settings, stop, on_finished=ticket.release)
+                    return race(runners, prompt, settings, stop, on_finished=ticket.release, heartbeat_s=beat)
                 return fair(runners, prompt, settings, stop, on_finished=ticket.release,
-                            on_status=lambda m: StatusEvent(f"fair mode: {m}"))
+                            on_status=lambda m: StatusEvent(f"fair mode: {m}"), heartbeat_s=beat)
 
             yield from holding(ticket, start)
 
@@ -263,7 +274,7 @@ class Arena:
             self.prepare(request.preset, status, cancel=stop, **self.formats_for(request))
             ticket = self.admission.enter("loading models", stop, status)
             try:
-                return self.runners(request, status)
+                return self.runners(request, status, cancel=stop)
             finally:
                 ticket.release()
 

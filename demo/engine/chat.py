@@ -29,7 +29,7 @@ from ..core.settings import MAX_PROMPT_TOKENS, GenerationSettings, PipelineOptio
 from ..core.streaming import SIDES, SPECULATIVE, ChunkEvent, DoneEvent, StartEvent
 from .arena import RaceRequest, validate_prompt
 from .backend import Backend
-from .race import race
+from .race import HEARTBEAT_S, race
 
 MAX_TURNS = 8
 MAX_CHAT_TOKENS = MAX_PROMPT_TOKENS  # one side's templated conversation, as a race's prompt
@@ -139,10 +139,11 @@ def check_fits(runners: dict, prompts: dict, settings: GenerationSettings, conve
 
 
 def run(arena: Backend, request: RaceRequest, conversation: Conversation,
-        stop: Optional[threading.Event] = None) -> Iterator:
+        stop: Optional[threading.Event] = None, heartbeats: bool = False) -> Iterator:
     """One turn: the request's prompt is the new user message. Validate, wait for the CPU
     (StatusEvents), then race both sides on their own histories, recording the turn into
-    `conversation` as it streams. Closing the iterator stops the turn without waiting."""
+    `conversation` as it streams. Closing the iterator stops the turn without waiting;
+    `heartbeats` as in Arena.run."""
     text = validate_prompt(request.prompt)
     settings = request.settings.validated()
     placement.check_options(request.options, settings)
@@ -155,7 +156,7 @@ def run(arena: Backend, request: RaceRequest, conversation: Conversation,
         prompts = {side: conversation.messages(side, text) for side in SIDES}
 
         def load(status, pair):
-            runners = arena.runners(request, status)
+            runners = arena.runners(request, status, cancel=stop)
             check_fits(runners, prompts, settings, conversation)
             return runners
 
@@ -167,9 +168,11 @@ def run(arena: Backend, request: RaceRequest, conversation: Conversation,
         conversation.turns.append(turn)
         events = None
         try:
-            events = race(runners, prompts, settings, stop, on_finished=ticket.release)
+            events = race(runners, prompts, settings, stop, on_finished=ticket.release,
+                          heartbeat_s=HEARTBEAT_S if heartbeats else None)
             for event in events:
-                turn.record(event)
+                if event is not None:  # a heartbeat records nothing
+                    turn.record(event)
                 yield event
         finally:
             if events is None:

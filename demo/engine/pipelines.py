@@ -68,12 +68,15 @@ class PipelineCache:
     """
 
     def __init__(self, budget: Optional[int] = None, max_pairs: Optional[int] = None,
-                 side_builder: Optional[Callable] = None):
+                 side_builder: Optional[Callable] = None, guard=None):
         from ..core import memory
 
         self.budget = memory.budget_bytes() if budget is None else budget
         self._side_builder = side_builder or build_side  # (key, side, status) -> runner: one side alone
         self.max_pairs = max_pairs  # entries, whether pairs or single sides
+        # A NativeGuard: nothing is compiled here that it has not proven on this CPU (None: the
+        # caller proves; an Arena or a Serve replica sets its own).
+        self.guard = guard
         self._pairs: "OrderedDict[tuple[PairKey, tuple], dict[str, OpenVINORunner]]" = OrderedDict()
         self._sizes: dict[tuple[PairKey, tuple], int] = {}  # measured bytes per loaded (or once loaded) entry
         self._in_turn: set[PairKey] = set()  # pairs that were loaded one side at a time
@@ -158,6 +161,13 @@ class PipelineCache:
             if entry in self._pairs:
                 self._pairs.move_to_end(entry)
                 return self._pairs[entry]
+            if len(sides) == 1 and (key, SIDES) in self._pairs:
+                # One side of a loaded pair (a three-way lane after a fair run): the pair's own
+                # pipeline, not a second compile that would evict it and be evicted in turn.
+                self._pairs.move_to_end((key, SIDES))
+                return {sides[0]: self._pairs[(key, SIDES)][sides[0]]}
+            if self.guard is not None:  # every compile proven, whoever asks (race, fair, three-way, a replica)
+                self.guard.require(native_configs(key, sides), status)
             need = self.estimate(key, sides)
             if need > self.budget:
                 raise DemoError(
@@ -217,6 +227,18 @@ class SideInTurn:
     def check_prompt(self, prompt: str, settings: GenerationSettings) -> None:
         check_fits(self.side, count_tokens(self.tokenizer, template(self.tokenizer, prompt)), settings,
                    self.max_context, self.max_prompt, self.kv_tokens)
+
+
+def native_configs(key: PairKey, sides: tuple) -> list:
+    """The model × thread count configurations these sides of a pair compile on the CPU."""
+    from .safety import NativeConfig
+
+    o, out = key.options, []
+    if placement.kind(o.main_device) == "CPU":  # the baseline may compile other main weights (PairKey.main_of)
+        out += [NativeConfig(main, "main", o.threads) for main in dict.fromkeys(key.main_of(s) for s in sides)]
+    if key.draft and SPECULATIVE in sides and placement.kind(o.draft_device) == "CPU":
+        out.append(NativeConfig(key.draft, "draft", o.threads))
+    return out
 
 
 def kv_pool_bytes(key: PairKey) -> int:
@@ -283,6 +305,12 @@ def _load_pipelines(key: PairKey, sides: tuple, status: Callable[[str], None]) -
                 pipes[SPECULATIVE] = ov.LLMPipeline(key.main, o.main_device, draft_model=draft, **main_props)
             else:
                 pipes[SPECULATIVE] = ov.LLMPipeline(key.main, o.main_device, prompt_lookup=True, **main_props)
+    except MemoryError:  # std::bad_alloc while compiling: a sentence, not a stream that never ends
+        raise DemoError("There was not enough memory to load these models; choose a smaller preset or weight "
+                        "format.") from None
+    except OSError as e:  # a model file unreadable (or gone) under the loader
+        raise DemoError(f"OpenVINO could not read the model files ({type(e).__name__}); check the model folders "
+                        "or prepare the preset again.") from None
     except RuntimeError as e:
         msg = first_line(e)
         if "Tokenizers for draft and main models are different" in str(e):

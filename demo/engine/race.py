@@ -50,7 +50,11 @@ def run_side(runner: Runner, prompt: str, settings: GenerationSettings, stop: th
         return not stop.is_set()
 
     try:
-        result = runner.run(prompt, settings, on_chunk, on_start)
+        if stop.is_set():  # stopped before it began (while its pipeline loaded): no prefill for nobody
+            now = time.perf_counter()
+            result = RunResult(runner.side, start=now, end=now)
+        else:
+            result = runner.run(prompt, settings, on_chunk, on_start)
     except DemoError as e:
         result = _failed(runner.side, started, str(e))
     except Exception as e:  # a bug or an OpenVINO failure on this side must not hang the other
@@ -58,6 +62,13 @@ def run_side(runner: Runner, prompt: str, settings: GenerationSettings, stop: th
     if stop.is_set():
         result.cancelled = True
     emit(DoneEvent(runner.side, result))
+
+
+def load_failure(what: str, e: BaseException) -> str:
+    """The words a visitor sees when loading `what` raised something other than DemoError."""
+    if isinstance(e, MemoryError):
+        return f"there was not enough memory to load {what}; choose a smaller preset or weight format"
+    return unexpected(f"loading {what}", e)
 
 
 def _failed(side: str, started: list, message: str):
@@ -95,14 +106,31 @@ class _Workers:
         threading.Thread(target=body, name=name, daemon=True).start()
 
 
+def _next(events: "queue.Queue", heartbeat_s: Optional[float]):
+    """The next event, or HEARTBEAT once `heartbeat_s` passes without one (None: wait for it)."""
+    try:
+        return events.get(timeout=heartbeat_s)
+    except queue.Empty:
+        return HEARTBEAT
+
+
+# Yielded (as None) by race, fair and one_by_one with `heartbeat_s` set, while nothing
+# happens: a web server closes a streaming handler only between two yields, so without
+# these a Stop could not reach a prefill or a lane that loads until its first event.
+HEARTBEAT = None
+HEARTBEAT_S = 0.2
+
+
 def race(runners: dict, prompt, settings: GenerationSettings,
          stop: Optional[threading.Event] = None,
-         on_finished: Optional[Callable[[], None]] = None) -> Iterator[Event]:
+         on_finished: Optional[Callable[[], None]] = None,
+         heartbeat_s: Optional[float] = None) -> Iterator[Event]:
     """Both sides at once. Closing the iterator (or setting `stop`) cancels both. `prompt` is
     one for both, or {side: prompt} (a chat turn: each side has its own history).
 
     `on_finished` is called (from a worker thread) once both sides have returned, also when
-    the iterator was closed early; closing itself never waits.
+    the iterator was closed early; closing itself never waits. With `heartbeat_s`, None is
+    yielded whenever that long passes without an event (HEARTBEAT).
     """
     stop = stop or threading.Event()
     events: "queue.Queue[Event]" = queue.Queue()
@@ -113,7 +141,7 @@ def race(runners: dict, prompt, settings: GenerationSettings,
     pending = set(SIDES)
     try:
         while pending:
-            event = events.get()
+            event = _next(events, heartbeat_s)
             if isinstance(event, DoneEvent):
                 pending.discard(event.side)
             yield event
@@ -123,11 +151,15 @@ def race(runners: dict, prompt, settings: GenerationSettings,
             stop.set()
 
 
-def _drain(events: "queue.Queue", stop: threading.Event) -> Iterator[Event]:
-    """Yield a worker's events until its None; a consumer that leaves early stops the worker."""
+_END = object()  # a worker's last item
+
+
+def _drain(events: "queue.Queue", stop: threading.Event, heartbeat_s: Optional[float] = None) -> Iterator[Event]:
+    """Yield a worker's events until its _END (and HEARTBEATs, as race()); a consumer that
+    leaves early stops the worker."""
     finished = False
     try:
-        while (event := events.get()) is not None:
+        while (event := _next(events, heartbeat_s)) is not _END:
             yield event
         finished = True
     finally:
@@ -138,8 +170,9 @@ def _drain(events: "queue.Queue", stop: threading.Event) -> Iterator[Event]:
 def fair(runners: dict, prompt: str, settings: GenerationSettings,
                stop: Optional[threading.Event] = None,
                on_finished: Optional[Callable[[], None]] = None,
-               on_status: Callable[[str], object] = lambda message: None) -> Iterator[Event]:
-    """Each side alone, one after the other: the fair measurement. `on_finished` as in race().
+               on_status: Callable[[str], object] = lambda message: None,
+               heartbeat_s: Optional[float] = None) -> Iterator[Event]:
+    """Each side alone, one after the other: the fair measurement. `on_finished` and `heartbeat_s` as in race().
 
     A runner with a `load(status)` method (pipelines.SideInTurn: a pair that fits in
     memory only one side at a time) is loaded just before its side runs, once the side
@@ -154,7 +187,7 @@ def fair(runners: dict, prompt: str, settings: GenerationSettings,
         return side, getattr(runner, "load", lambda status: runner), settings
 
     order = sorted(SIDES, key=lambda side: not loaded(side))  # stable: baseline first if both are
-    return one_by_one([lane(side) for side in order], prompt, stop, on_finished, on_status)
+    return one_by_one([lane(side) for side in order], prompt, stop, on_finished, on_status, heartbeat_s)
 
 
 class _Lane:
@@ -171,7 +204,8 @@ class _Lane:
 
 def one_by_one(lanes: list, prompt: str, stop: Optional[threading.Event] = None,
                on_finished: Optional[Callable[[], None]] = None,
-               on_status: Callable[[str], object] = lambda message: None) -> Iterator[Event]:
+               on_status: Callable[[str], object] = lambda message: None,
+               heartbeat_s: Optional[float] = None) -> Iterator[Event]:
     """Run several lanes alone, one after the other, each with the whole machine: the
     three-way race (baseline, draft model, prompt lookup), measured like fair mode.
 
@@ -180,7 +214,8 @@ def one_by_one(lanes: list, prompt: str, stop: Optional[threading.Event] = None,
     lane before it is done (and memory it no longer needs can be given back). A lane that
     cannot be loaded (DemoError) ends with that error and the next lane still runs.
     `on_status(message)` turns a loading message into an event for the stream (or None to
-    drop it). Events carry the lane's name as `side`; `on_finished` as in race().
+    drop it). Events carry the lane's name as `side`; `on_finished` and `heartbeat_s` as in
+    race(): with heartbeats, a Stop reaches a lane whose pipelines are still loading.
     """
     stop = stop or threading.Event()
     events: "queue.Queue" = queue.Queue()
@@ -191,20 +226,25 @@ def one_by_one(lanes: list, prompt: str, stop: Optional[threading.Event] = None,
             events.put(event)
 
     def all_lanes() -> None:
-        for name, get_runner, settings in lanes:
-            if stop.is_set():
-                break
-            try:
-                runner = get_runner(status)
-            except DemoError as e:
-                events.put(DoneEvent(name, _failed(name, [], str(e))))
-                continue
-            run_side(_Lane(name, runner), prompt, settings, stop, events.put)
-            del runner  # the next lane may evict this one's pipelines: hold no reference
-        events.put(None)
+        try:
+            for name, get_runner, settings in lanes:
+                if stop.is_set():
+                    break
+                try:
+                    runner = get_runner(status)
+                except DemoError as e:
+                    events.put(DoneEvent(name, _failed(name, [], str(e))))
+                    continue
+                except Exception as e:  # MemoryError from std::bad_alloc, OSError...: this lane fails, not the stream
+                    events.put(DoneEvent(name, _failed(name, [], load_failure(f"the {name} lane", e))))
+                    continue
+                run_side(_Lane(name, runner), prompt, settings, stop, events.put)
+                del runner  # the next lane may evict this one's pipelines: hold no reference
+        finally:
+            events.put(_END)  # whatever happened above, the stream ends and its consumer lets go
 
     _Workers(on_finished).start("three-way", all_lanes)
-    yield from _drain(events, stop)
+    yield from _drain(events, stop, heartbeat_s)
 
 
 # A replay sleeps in slices this long, so a Stop (or a closed tab) is seen within one, even

@@ -3,25 +3,34 @@ count): works, crashes, or too slow. Kept per machine fingerprint (CPU, ISA flag
 RAM, OpenVINO version) in <cache>/safety/<fingerprint>.json, so a configuration that
 crashed OpenVINO once is never tried again on this machine, across restarts.
 
-NativeGuard.check runs the smoke test of a configuration never seen here in a child
+NativeGuard.check_all runs the smoke test of a configuration never seen here in a child
 process (demo.core.isolation) before this process compiles it; `python -m demo.doctor` runs it
 for every format × thread count of a preset and prints the table.
+
+The guard fails closed: a configuration is compiled in this process only once the record
+says it works (or is merely slow). A child that fails with a Python error, a record that
+cannot be written (disk full), a Stop, or a child that outlives its deadline (a busy
+machine, retried once, never recorded as a crash) leave it unproven, and it is refused with
+a sentence (NativeGuard.require, why_not).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
-from ..core.errors import DemoError
-from ..core.isolation import NativeCrash, run
+from ..core.errors import Cancelled, DemoError
+from ..core.isolation import NativeCrash, NativeTimeout, run
 from ..core.files import write_atomic
 
 SMOKE_TIMEOUT_S = 300   # compile + a 100-token prefill: a minute for an f16 1.5B on one slow core
+SMOKE_ATTEMPTS = 2      # a smoke test that outlives its deadline is tried once more, then left unproven
 TOO_SLOW_MS = 2000      # per token: no visitor waits for that; doctor says so (still usable)
 PREFIX = 100
 STEPS = 3
@@ -54,14 +63,37 @@ class NativeConfig:
         return f"the {self.weight_format} {self.role} with {threads}"
 
 
+_LOCKS: dict[str, threading.Lock] = {}  # one lock per record file, whoever opens it in this process
+_LOCKS_LOCK = threading.Lock()
+
+
+def _lock_for(path: Path) -> threading.Lock:
+    with _LOCKS_LOCK:
+        return _LOCKS.setdefault(os.path.realpath(path), threading.Lock())
+
+
 class SafetyRecord:
+    """One record per cache folder and machine: every instance on the same file shares one
+    lock (and a file lock for other processes, a cluster's replicas), so no verdict is lost
+    to another writer's read-modify-write."""
+
     def __init__(self, cache_dir: Path, machine_key: Optional[str] = None):
         if machine_key is None:
             from ..core.machine import fingerprint_key
 
             machine_key = fingerprint_key()
         self.path = Path(cache_dir) / "safety" / f"{machine_key}.json"
-        self._lock = threading.Lock()
+        self._lock = _lock_for(self.path)
+
+    @contextlib.contextmanager
+    def _exclusive(self):
+        import fcntl
+
+        with self._lock:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with open(self.path.with_name(self.path.name + ".lock"), "a") as held:
+                fcntl.flock(held, fcntl.LOCK_EX)  # released when the file closes
+                yield
 
     def _read(self) -> dict:
         try:
@@ -74,7 +106,7 @@ class SafetyRecord:
         return self._read().get(config.key)
 
     def put(self, config: NativeConfig, status: str, detail: str, ms_per_token: Optional[float] = None) -> None:
-        with self._lock:
+        with self._exclusive():
             data = self._read()
             data[config.key] = {"status": status, "detail": detail, "role": config.role,
                                 "format": config.weight_format, "threads": config.threads,
@@ -97,45 +129,87 @@ class NativeGuard:
     """Proves a configuration in a child before this process compiles it (once per machine)."""
 
     def __init__(self, record: SafetyRecord, target: str = "demo.engine.safety:smoke_test",
-                 timeout_s: float = SMOKE_TIMEOUT_S):
-        self.record, self.target, self.timeout_s = record, target, timeout_s
+                 timeout_s: float = SMOKE_TIMEOUT_S, attempts: int = SMOKE_ATTEMPTS):
+        self.record, self.target, self.timeout_s, self.attempts = record, target, timeout_s, attempts
+        self._failures: dict[str, str] = {}  # key -> why this process could not prove it (not recorded)
 
-    def check_all(self, configs: list[NativeConfig], status: Callable[[str], None] = lambda m: None) -> None:
-        """Prove every configuration never seen here, at once (each child compiles with its
+    def check_all(self, configs: list[NativeConfig], status: Callable[[str], None] = lambda m: None,
+                  cancel: Optional[threading.Event] = None) -> None:
+        """Prove every configuration with no verdict here, at once (each child compiles with its
         own thread count, so two one-thread checks use two cores); what crashes is recorded."""
         pending: dict[str, NativeConfig] = {}
         for config in configs:  # a model drafting for itself is one configuration, named as the main
             if self.record.get(config) is None:
                 pending.setdefault(config.key, config)
-        workers = [threading.Thread(target=self._check_quietly, args=(c, status), daemon=True)
+        workers = [threading.Thread(target=self._check_quietly, args=(c, status, cancel), daemon=True)
                    for c in pending.values()]
         for w in workers:
             w.start()
         for w in workers:
             w.join()
 
-    def _check_quietly(self, config: NativeConfig, status) -> None:
+    def _check_quietly(self, config: NativeConfig, status, cancel) -> None:
+        self._failures.pop(config.key, None)
         try:
-            self.prove(config, status, None)
-        except DemoError as e:  # not a native crash (a missing file, say): the load reports it
+            self.prove(config, status, cancel)
+        except DemoError as e:  # not proven (a Python error in the child, a Stop, a timeout): refused, not recorded
+            self._failures[config.key] = str(e)
             status(str(e))
+        except Exception as e:  # anything else leaves it unproven too: the guard fails closed
+            self._failures[config.key] = f"checking {config.describe()} failed ({type(e).__name__})"
+            status(self._failures[config.key])
+
+    def why_not(self, config: NativeConfig) -> Optional[str]:
+        """None when the record says `config` runs here (works, or too slow), else why it may not be compiled."""
+        entry = self.record.get(config) or {}
+        if entry.get("status") in (WORKS, TOO_SLOW):
+            return None
+        if entry.get("status") == CRASHES:
+            return entry["detail"]
+        return self._failures.get(config.key) or f"{config.describe()} was not proven to run on this CPU"
+
+    def require(self, configs: list[NativeConfig], status: Callable[[str], None] = lambda m: None,
+                cancel: Optional[threading.Event] = None) -> None:
+        """Prove what was never proven here, then refuse (DemoError) unless every one runs."""
+        self.check_all(configs, status, cancel)
+        if cancel is not None and cancel.is_set():
+            raise Cancelled("Stopped while OpenVINO was being checked on this CPU.")
+        reasons = [why for why in map(self.why_not, configs) if why]
+        if reasons:
+            raise DemoError(f"{reasons[0]}; choose another weight format (python -m demo.doctor shows which run "
+                            "on this CPU).")
 
     def prove(self, config: NativeConfig, status, cancel) -> dict:
         status(f"checking once that OpenVINO runs {config.describe()} on this CPU")
-        try:
-            result = run(self.target, {"folder": config.folder, "threads": config.threads},
-                         what=f"running {config.describe()}", timeout_s=self.timeout_s, cancel=cancel)
-        except NativeCrash as e:
-            sentence = f"{e}; that configuration is skipped"
-            self.record.put(config, CRASHES, sentence)
-            status(sentence)
-            return self.record.get(config)
+        for attempt in range(1, self.attempts + 1):
+            try:
+                result = run(self.target, {"folder": config.folder, "threads": config.threads},
+                             what=f"running {config.describe()}", timeout_s=self.timeout_s, cancel=cancel)
+                break
+            except NativeTimeout:  # a busy machine is not a crash: try again, and never record it
+                if attempt == self.attempts:
+                    raise DemoError(f"OpenVINO did not finish running {config.describe()} within "
+                                    f"{self.timeout_s:.0f} s, {self.attempts} times (the machine may be busy); "
+                                    "nothing was recorded, so it is checked again next time") from None
+                status(f"checking {config.describe()} took over {self.timeout_s:.0f} s; trying once more")
+            except NativeCrash as e:
+                sentence = f"{e}; that configuration is skipped"
+                self._put(config, CRASHES, sentence)
+                status(sentence)
+                return self.record.get(config)
         ms = float(result["ms_per_token"])
         if ms > TOO_SLOW_MS:
-            self.record.put(config, TOO_SLOW, f"{config.describe()} takes {ms:.0f} ms a token on this CPU", ms)
+            self._put(config, TOO_SLOW, f"{config.describe()} takes {ms:.0f} ms a token on this CPU", ms)
         else:
-            self.record.put(config, WORKS, f"{config.describe()}: {ms:.0f} ms a token", ms)
+            self._put(config, WORKS, f"{config.describe()}: {ms:.0f} ms a token", ms)
         return self.record.get(config)
+
+    def _put(self, config: NativeConfig, *verdict) -> None:
+        try:
+            self.record.put(config, *verdict)
+        except OSError as e:  # disk full, read-only: what is not recorded is not proven
+            raise DemoError(f"the check of {config.describe()} could not be saved ({e.strerror or type(e).__name__}), "
+                            "so it is not used; free disk space on the server and try again") from None
 
 
 def smoke_test(args: dict, send: Callable[[str], None]) -> dict:

@@ -233,11 +233,16 @@ def for_race(arena, request, result, stop: threading.Event,
     # Part of the race's job: served before visitors who arrived during the race.
     ticket = arena.admission.follow_up("reconstructing the draft's guesses", stop, status)
     try:
+        options = request.options.with_threads(None)
+        if placement.kind(options.draft_device) == "CPU":  # compiled in this process: proven in a child first
+            from .safety import NativeConfig
+
+            arena.guard.require([NativeConfig(str(pair.draft), "draft", None)], status, stop)
         status("reconstructing the draft's guesses, step by step")
         tokenizer = openvino_genai.Tokenizer(str(pair.main))
         # The prompt as the race ran it (a lone surrogate became U+FFFD): arena.validate_prompt.
         ids = tokenizer.encode(template(tokenizer, validate_prompt(request.prompt))).input_ids.data[0].tolist()
-        return reconstruct(pair.draft, request.options.with_threads(None), ids,
+        return reconstruct(pair.draft, options, ids,
                            [c.token_ids for c in result.chunks], request.settings.assistant_tokens,
                            lambda shown: {t: tokenizer.decode([t]) for t in shown}, stop,
                            progress=lambda done, total: status(f"reconstructing the draft's guesses: step {done + 1} of {total}"))

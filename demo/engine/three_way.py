@@ -27,7 +27,7 @@ from ..core.streaming import BASELINE, SPECULATIVE, StatusEvent
 from .admission import holding
 from .arena import RaceRequest, validate_prompt
 from .backend import Backend
-from .race import one_by_one
+from .race import HEARTBEAT_S, one_by_one
 
 LANES = ("baseline", "draft", "lookup")
 METHOD = {"draft": "draft", "lookup": "prompt_lookup"}
@@ -117,16 +117,16 @@ def how_it_ran(request: RaceRequest) -> str:
 
 
 def run(arena: Backend, request: RaceRequest, stop: Optional[threading.Event] = None,
-        visitor: Sequence[str] = ()) -> Iterator:
+        visitor: Sequence[str] = (), heartbeats: bool = False) -> Iterator:
     """Wait for the CPU (StatusEvents meanwhile), prepare the preset, then run the baseline,
     the draft model and prompt lookup alone, one after the other, all inside one admission
     slot; `visitor`: whose job it is (Admission.claim). Closing the iterator stops the work
-    without waiting for it."""
+    without waiting for it; `heartbeats` as in Arena.run (a Stop reaches a lane that loads)."""
     with arena.admission.visiting("a three-way race", visitor):
-        yield from _run(arena, request, stop)
+        yield from _run(arena, request, stop, HEARTBEAT_S if heartbeats else None)
 
 
-def _run(arena: Backend, request: RaceRequest, stop: Optional[threading.Event]) -> Iterator:
+def _run(arena: Backend, request: RaceRequest, stop: Optional[threading.Event], beat: Optional[float]) -> Iterator:
     prompt = validate_prompt(request.prompt)
     settings = request.settings.validated()
     if settings.assistant_tokens is None:
@@ -137,15 +137,20 @@ def _run(arena: Backend, request: RaceRequest, stop: Optional[threading.Event]) 
         raise DemoError(f"The preset {preset.name!r} has no draft model, so it cannot race a draft against prompt "
                         "lookup; choose a preset with a draft model.")
     stop = stop or threading.Event()
-    options = request.options.with_threads(None)  # each lane alone: OpenVINO's default, every core
     lane_settings = {"baseline": replace(settings, method="draft"), "draft": replace(settings, method="draft"),
                      "lookup": replace(settings, method="prompt_lookup")}
+    chosen: dict = {}
 
     def pipelines(pair, method: str, status):
         draft = pair.draft if method == "draft" else None
-        return arena.cache.get(pair.main, draft, method, options, status)
+        return arena.cache.get(pair.main, draft, method, chosen["options"], status)
 
     def check_prompt(status, pair):
+        # Each lane alone: OpenVINO's default threads, every core, once the guard proved it on
+        # this CPU (else the next proven count, as a race does); never a recorded crash.
+        drafting = replace(request, settings=lane_settings["draft"])
+        threads = arena.threads_to_use(drafting, pair, status, cancel=stop, wanted=None)
+        chosen["options"] = request.options.with_threads(threads)
         runners = pipelines(pair, "draft", status)
         for lane, runner in ((BASELINE, runners[BASELINE]), (SPECULATIVE, runners[SPECULATIVE])):
             check = getattr(runner, "check_prompt", None)
@@ -160,10 +165,13 @@ def _run(arena: Backend, request: RaceRequest, stop: Optional[threading.Event]) 
         check_prompt)
 
     def lane_runner(lane: str):
+        if lane == "lookup":  # its speculative side alone: the baseline lane's main is the draft pair's
+            key = arena.cache.key(pair.main, None, "prompt_lookup", chosen["options"])
+            return lambda status: arena.cache.get_side(key, SPECULATIVE, status)
         side = BASELINE if lane == "baseline" else SPECULATIVE
-        method = "draft" if lane in ("baseline", "draft") else "prompt_lookup"
-        return lambda status: pipelines(pair, method, status)[side]
+        return lambda status: pipelines(pair, "draft", status)[side]
 
     lanes = [(lane, lane_runner(lane), lane_settings[lane]) for lane in LANES]
     yield from holding(ticket, lambda: one_by_one(lanes, prompt, stop, on_finished=ticket.release,
-                                                  on_status=lambda m: StatusEvent(f"three-way: {m}")))
+                                                  on_status=lambda m: StatusEvent(f"three-way: {m}"),
+                                                  heartbeat_s=beat))

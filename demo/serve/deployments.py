@@ -75,7 +75,8 @@ class Pipeline:
         self.crossover = crossover
         self._crossovers: dict = {}  # main model folder -> the crossover its pipeline is built with
         builder = self._build_batched if batch_requests > 1 else None
-        self.cache = SideCache(side, budget=budget, max_runners=max_pipelines, side_builder=builder)
+        self.cache = SideCache(side, budget=budget, max_runners=max_pipelines, side_builder=builder,
+                               guard=self.arena.guard)
         self.ran_on = placement(ray.get_runtime_context().get_node_id(), self.threads)
         self.worker = SideWorker(side, self._load, self.ran_on)
         if warm:  # load (and warm up) the default pair's side now, not in the first race

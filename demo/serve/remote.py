@@ -64,6 +64,7 @@ class RemoteArena:
     def __init__(self, presets, store, race, devices: list, allow_downloads: bool = False):
         self._local = Arena(presets, store, cache=_NoLocalPipelines(), allow_downloads=allow_downloads)
         self.presets, self.store, self.cache = presets, store, self._local.cache
+        self.guard = self._local.guard  # the replicas prove what they compile (demo.serve.worker.SideCache)
         self.admission, self.startup = self._local.admission, self._local.startup
         self._race = race
         self._devices = list(devices)
@@ -95,7 +96,11 @@ class RemoteArena:
         # their own (every node has the same prepared models: docs/SCALE-OUT.md).
         raise DemoError(ONLY_ONE_MACHINE)
 
-    def runners(self, request: RaceRequest, status=lambda m: None) -> dict:
+    def runners(self, request: RaceRequest, status=lambda m: None, cancel=None) -> dict:
+        raise DemoError(ONLY_ONE_MACHINE)
+
+    def threads_to_use(self, request: RaceRequest, pair, status=None, prove: bool = True, cancel=None,
+                       wanted="split"):
         raise DemoError(ONLY_ONE_MACHINE)
 
     def prepared(self, request: RaceRequest):
@@ -113,7 +118,10 @@ class RemoteArena:
         return None
 
     # -- running --------------------------------------------------------------------------
-    def run(self, request: RaceRequest, stop: Optional[threading.Event] = None, visitor=()) -> Iterator:
+    def run(self, request: RaceRequest, stop: Optional[threading.Event] = None, visitor=(),
+            heartbeats: bool = False) -> Iterator:
+        # `heartbeats` is accepted for the Backend protocol; none are sent yet: a replica's run is
+        # iterated from Ray's stream, which this method cannot wake while it waits (a known gap).
         prompt = validate_prompt(request.prompt)
         request.settings.validated()
         request = replace(request, prompt=prompt)

@@ -125,13 +125,14 @@ class SideCache:
     """
 
     def __init__(self, side: str, budget: Optional[int] = None, max_runners: Optional[int] = None,
-                 side_builder: Optional[Callable] = None):
+                 side_builder: Optional[Callable] = None, guard=None):
         from ..engine.pipelines import PipelineCache
 
         self.side = side
-        # side_builder: how a runner is built (default one LLMPipeline; a batching replica's: batched_runner)
-        self.pipelines = PipelineCache(budget=budget, max_pairs=max_runners,  # budget None: this machine's
-                                       side_builder=side_builder)
+        # side_builder: how a runner is built (default one LLMPipeline; a batching replica's: batched_runner).
+        # `guard` (a NativeGuard): each model × thread count is proven in a child before the replica
+        # compiles it (1 thread per side on 2 cores crashes some CPUs). budget None: this machine's.
+        self.pipelines = PipelineCache(budget=budget, max_pairs=max_runners, side_builder=side_builder, guard=guard)
 
     def get(self, key, status: Callable[[str], None] = lambda m: None):
         return self.pipelines.get_side(key, self.side, status)

@@ -156,9 +156,12 @@ def build(arena, race_handlers: int, kiosk: bool = False) -> None:
         stop_flag = threading.Event()
         throttle, dirty, started = Throttle(), set(), False
         try:
-            events = chat.run(arena, request, conv, stop_flag)
+            events = chat.run(arena, request, conv, stop_flag, heartbeats=True)
             try:
                 for event in events:
+                    if event is None:  # a heartbeat (a prefill): a yield where Stop can land
+                        yield [gr.update()] * (2 * len(SIDES) + 3)
+                        continue
                     if isinstance(event, StatusEvent):
                         yield view(conv, f"⏳ {event.message}", "waiting…", sides=())
                         continue

@@ -96,9 +96,12 @@ def stream_race(arena: Backend, request: RaceRequest, view: RaceView, components
     results = {}
     recorded = {s: 0 for s in SIDES}
     throttle = Throttle()
-    events = arena.run(request, stop_flag, visitor=visitor)
+    events = arena.run(request, stop_flag, visitor=visitor, heartbeats=True)
     try:
         for event in events:
+            if event is None:  # a heartbeat (a prefill, a side loading): a yield where Stop can land
+                yield {components["status"]: view.status}
+                continue
             if isinstance(event, StatusEvent):
                 view.status = f"⏳ {event.message}"
                 yield view.outputs(components)

@@ -136,9 +136,12 @@ def _stream(arena, booth, request: RaceRequest, view: LanesView, download, stop_
     results: dict = {}
     measured = {lane: 0 for lane in three_way.LANES}
     throttle = Throttle()
-    events = three_way.run(arena, request, stop_flag, visitor)
+    events = three_way.run(arena, request, stop_flag, visitor, heartbeats=True)
     try:
         for event in events:
+            if event is None:  # a heartbeat (a lane loading, a prefill): a yield where Stop can land
+                yield view.outputs()
+                continue
             if isinstance(event, StatusEvent):
                 view.status = f"⏳ {event.message}"
                 yield view.outputs()
