@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 import tempfile
 import time
@@ -29,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from demo.bench.measure import run_bench  # noqa: E402
 from demo.bench.plan import weights_label  # noqa: E402
+from demo.bench.report import headline  # noqa: E402
 from demo.core.bench_prompts import select  # noqa: E402
 from demo.core.errors import DemoError, run_command  # noqa: E402
 from demo.core.machine import machine_info  # noqa: E402
@@ -118,13 +118,7 @@ def main() -> int:
                     last = [x for x in rows[name] if x["round"] == r]
                     print(f"round {r + 1} {name:>11}: " + ", ".join(f"{x['tokens_per_s']:.2f}" for x in last)
                           + " tok/s", flush=True)
-        summary = {name: {"median_tok_s": statistics.median(x["tokens_per_s"] for x in xs),
-                          "median_decode_tok_s": statistics.median(x["decode_tok_s"] for x in xs
-                                                                   if x["decode_tok_s"] is not None)}
-                   for name, xs in rows.items()}
-        spec = summary["speculative"]["median_tok_s"]
-        ratios = {"vs_main_alone": spec / summary["main_alone"]["median_tok_s"],
-                  "vs_llama_cpp": spec / summary["llama_cpp"]["median_tok_s"]}
+        summary, ratios = headline(rows)
         for name, s in summary.items():
             print(f"{name:>11}: {s['median_tok_s']:6.2f} tok/s whole answer, {s['median_decode_tok_s']:6.2f} decode")
         print(f"speculative ({spec_label}, K={choice.k}) = {ratios['vs_main_alone']:.2f}x the fastest main alone "

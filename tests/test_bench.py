@@ -439,3 +439,22 @@ def test_a_file_that_is_not_a_bench_result_is_one_sentence(tmp_path):
         with pytest.raises(DemoError, match=rf"^{re.escape(path.name)} is not a benchmark result.*python -m demo.bench --json") as e:
             load_result(path)
         assert str(tmp_path) not in str(e.value) and "Error" not in str(e.value)
+
+
+def test_the_report_middle_is_the_median_not_the_mean():
+    """One slow outlier (a busy machine) moves the mean, not the median the table prints."""
+    d = report.describe([1.0, 1.1, 9.0, None])
+    assert d["median"] == 1.1 and d["n"] == 3 and d["mean"] == pytest.approx(11.1 / 3)
+    assert report.describe([2.0, 4.0])["median"] == 3.0
+
+
+def test_the_headline_is_speculative_over_each_contender():
+    """scripts/headline.py's ratios, by hand: speculative medians 12 tok/s, the fastest main
+    alone 8 (so 1.5×), llama.cpp 10 (1.2×); a contender's outlier does not move its median."""
+    def runs(*tok_s):
+        return [{"tokens_per_s": t, "decode_tok_s": t + 1} for t in tok_s]
+
+    summary, ratios = report.headline({"speculative": runs(11.0, 12.0, 30.0), "main_alone": runs(8.0, 7.0, 9.0),
+                                       "llama_cpp": runs(10.0, 10.0, 1.0)})
+    assert summary["speculative"] == {"median_tok_s": 12.0, "median_decode_tok_s": 13.0}
+    assert ratios == {"vs_main_alone": pytest.approx(1.5), "vs_llama_cpp": pytest.approx(1.2)}

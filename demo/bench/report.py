@@ -133,3 +133,17 @@ def format_table(result: BenchResult) -> str:
 def write_json(result: BenchResult, path: Path) -> None:
     """The result's JSON form (BenchResult.to_dict: the keys it was built with, "class" by name)."""
     write_atomic(path, json.dumps(result.to_dict(), indent=1) + "\n")
+
+
+def headline(rows: dict[str, list[dict]]) -> tuple[dict, dict]:
+    """scripts/headline.py's figures: per contender ("speculative", "main_alone", "llama_cpp";
+    each a list of runs with "tokens_per_s" and "decode_tok_s"), the median tok/s over its
+    runs, and the speculative side's median as a multiple of each other contender's."""
+    summary = {name: {"median_tok_s": statistics.median(x["tokens_per_s"] for x in xs),
+                      "median_decode_tok_s": statistics.median(x["decode_tok_s"] for x in xs
+                                                               if x["decode_tok_s"] is not None)}
+               for name, xs in rows.items()}
+    spec = summary["speculative"]["median_tok_s"]
+    ratios = {"vs_main_alone": spec / summary["main_alone"]["median_tok_s"],
+              "vs_llama_cpp": spec / summary["llama_cpp"]["median_tok_s"]}
+    return summary, ratios

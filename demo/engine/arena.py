@@ -280,7 +280,7 @@ class Arena:
         return Summary.of(compare(base, spec), how=self._how(request),
                           errors={side: r.error for side, r in results.items() if r.error},
                           why=lambda c: explain(base, spec, c.speedup, request.settings.assistant_tokens,
-                                                self.calibration_for(request)))
+                                                self.calibration_for(request), request.settings.method))
 
     def _how(self, request: RaceRequest) -> str:
         """How the race was run, in words, with the threads really used."""
