@@ -110,9 +110,15 @@ def test_slot_is_released_when_the_workers_end_not_when_the_stream_closes():
     # Closing the stream must not wait for that step, but the slot stays taken until both
     # sides have really returned. (Judged by events: no clock.)
     gate = threading.Event()
-    runners = {s: FakeRunner(s, [1] * 50, step=lambda i: gate.wait(HANG_GUARD_S)) for s in (BASELINE, SPECULATIVE)}
+    inside = {s: threading.Event() for s in (BASELINE, SPECULATIVE)}
+
+    def step(side):
+        return lambda i: (inside[side].set(), gate.wait(HANG_GUARD_S))
+
+    runners = {s: FakeRunner(s, [1] * 50, step=step(s)) for s in (BASELINE, SPECULATIVE)}
     stream = race(runners, "p", GenerationSettings(max_new_tokens=50), on_finished=ticket.release)
-    next(stream)  # a StartEvent: both sides are generating
+    next(stream)  # a StartEvent
+    assert all(e.wait(HANG_GUARD_S) for e in inside.values())  # both sides are inside a step
     stream.close()
     # close() returned while both steps were still waiting for the gate: it did not wait for them.
     assert not any(r.finished.is_set() for r in runners.values())
