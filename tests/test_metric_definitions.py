@@ -9,7 +9,7 @@ from demo.core.explain import explain
 from demo.core.metrics import DEFINITIONS, compare, side_stats
 from demo.core.streaming import BASELINE, SPECULATIVE, Chunk, RunResult
 from demo.engine.request import Summary
-from demo.web.render import stats_html, summary_html, why_html
+from demo.web.render import esc, stats_html, summary_html, why_html
 
 pytestmark = pytest.mark.fast
 
@@ -54,9 +54,10 @@ def test_the_page_names_what_tok_s_and_ttft_include():
     assert "tokenization" in DEFINITIONS["TTFT"] and "streamer" in DEFINITIONS["TTFT"]
     assert "tokenization" in DEFINITIONS["tok/s"] and "prefill" in DEFINITIONS["tok/s"]
     html = stats_html(side_stats(run(BASELINE, [1] * 4).chunks, 10.0, 10.4), state="done")
-    assert f'title="{DEFINITIONS["TTFT"]}"' in html and f'title="{DEFINITIONS["tok/s"]}"' in html
+    assert f'title="{esc(DEFINITIONS["TTFT"])}"><b>100 ms</b> TTFT' in html
+    assert f'title="{esc(DEFINITIONS["tok/s"])}"><b>10.0</b> tok/s' in html
     c = compare(run(BASELINE, [1] * 4), run(SPECULATIVE, [1, 3]))
-    assert DEFINITIONS["TTFT"] in summary_html(Summary.of(c, how="how", errors={}))
+    assert esc(DEFINITIONS["TTFT"]) in summary_html(Summary.of(c, how="how", errors={}))
 
 
 def timed(side, sizes, main_ms, step_ms=None, **ov):

@@ -72,11 +72,15 @@ def stats_html(stats: Optional[SideStats], note: str = "", state: str = "idle") 
         ("TTFT", f"{stats.ttft_s * 1000:.0f} ms" if stats.ttft_s is not None else "–"),
     ]
     # Each label names what it counts (demo.core.metrics.DEFINITIONS) on hover.
-    body = "".join(f'<span class="stat" title="{esc(DEFINITIONS.get(k, k))}"><b>{v}</b> {k}</span>' for k, v in cells)
+    body = "".join(f'<span class="stat"{_title(k)}><b>{v}</b> {k}</span>' for k, v in cells)
     if note:
         body += f'<span class="stat note">{esc(note)}</span>'
     return (f'<div class="stats" data-state="{state}" data-tokens="{stats.tokens}" '
             f'data-tokens-per-s="{stats.tokens_per_s:.4f}">{body}</div>')
+
+
+def _title(label: str) -> str:
+    return f' title="{esc(DEFINITIONS[label])}"' if label in DEFINITIONS else ""
 
 
 def summary_html(summary) -> str:
