@@ -109,3 +109,9 @@ def test_prompt_lookup_falls_back_to_one_clock_for_both_sides():
     assert (why.verify_step_ms, why.base_token_ms) == (pytest.approx(150.0), pytest.approx(100.0))
     assert why.guesses == "up to 4 looked-up guesses + 1"
     assert why.regime.startswith("A verify step cost 1.5× one plain step here")
+    # The other way round (a baseline without OpenVINO's timers, e.g. one replayed): the same.
+    spec = timed(SPECULATIVE, [1, 4, 1, 3], [999.0, 40.0, 40.0, 40.0])
+    spec.chunks = run(SPECULATIVE, [1, 4, 1, 3], every=0.15).chunks
+    why = explain(run(BASELINE, [1] * 6), spec, 1.2, 4)
+    assert why.timer == "the time between steps at the streamer"
+    assert (why.verify_step_ms, why.base_token_ms) == (pytest.approx(150.0), pytest.approx(100.0))
