@@ -120,7 +120,7 @@ def test_the_cpu_plugin_reports_the_precision_it_was_given(smollm2_ir):
     core = openvino.Core()
     props = {k: v for k, v in placement.properties_for("CPU", PipelineOptions(threads=1)).items()}
     compiled = core.compile_model(core.read_model(smollm2_ir / "openvino_model.xml"), "CPU", props)
-    assert str(compiled.get_property("INFERENCE_PRECISION_HINT")) == "f32"
+    assert compiled.get_property("INFERENCE_PRECISION_HINT") == openvino.Type.f32
     assert int(compiled.get_property("INFERENCE_NUM_THREADS")) == 1
 
 
