@@ -124,15 +124,17 @@ def _run(args) -> int:
         st = side_stats(r.chunks, r.start, r.end)
         print(f"{side:12s} {st.tokens:4d} tokens in {st.elapsed_s:6.2f} s = {st.tokens_per_s:6.1f} tok/s"
               f"  TTFT {st.ttft_s * 1000:6.0f} ms  TPOT {st.tpot_ms or 0:6.1f} ms"
-              f"  {st.tokens_per_step:.2f} tokens/step"
+              f"  {st.tokens_per_step:.2f} tokens/verify step"
               f"  (OpenVINO: TTFT {r.ov_ttft_ms:.0f} ms, TPOT {r.ov_tpot_ms:.1f} ms)")
     b, s = results[BASELINE], results[SPECULATIVE]
     if not (b.error or s.error):
         c = compare(b, s)
         rate = c.acceptance_rate
-        rate_text = f"acceptance rate {rate * 100:.0f}% (OpenVINO's count)" if rate is not None else "no acceptance rate"
+        rate_text = (f"acceptance rate {rate * 100:.0f}% ({c.ov_accepted} of {c.ov_drafted} guesses, OpenVINO's count "
+                     "without the last step)" if rate is not None else "no acceptance rate")
         speedup_text = f"speedup {c.speedup:.2f}x" if c.speedup is not None else "no speedup (a side made no token)"
-        print(f"{speedup_text} ({args.mode} mode); {c.speculative.accepted} draft tokens accepted; "
+        print(f"{speedup_text} ({args.mode} mode); {c.speculative.accepted} guesses accepted in "
+              f"{c.speculative.steps} verify steps; "
               f"{rate_text}; outputs {c.verdict}")
     return 0
 

@@ -14,7 +14,8 @@ must pass, so a failure can be blamed on a mutation. Then, for each mutation, it
 textual patch to one demo/ module of a copy, runs the mutation's tests there (`pytest -x -q
 -p no:cacheprovider`) and puts the copy back exactly as it was (the patched file rewritten,
 anything the tests left in the copy removed, every file compared byte for byte), so no
-mutant leaks into the next run. The mutant must be KILLED: a test fails.
+mutant leaks into the next run. The mutant must be KILLED: a test fails (pytest's summary
+counts a failure; a fixture or collection error is an ERROR, not a kill).
 
 Each pytest session runs in a process of its own, forked from this one after it has imported
 the heavy third-party libraries (OpenVINO, openvino_genai, Gradio, ...) once: the child
@@ -566,6 +567,81 @@ MUTATIONS = [
         "        if False:",
         ("tests/test_stop_and_guard.py::test_a_stop_while_a_lane_loads_runs_no_lane_after_it",),
     ),
+    Mutation(
+        "bench report: the median is the mean",
+        "one slow outlier moves the table's middle value",
+        "demo/bench/report.py",
+        '        "median": statistics.median(xs),',
+        '        "median": statistics.fmean(xs),',
+        ("tests/test_bench.py::test_the_report_middle_is_the_median_not_the_mean",),
+    ),
+    Mutation(
+        "runner: OpenVINO applies the chat template again",
+        "the already templated prompt is wrapped a second time",
+        "demo/engine/openvino_runner.py",
+        "    c.apply_chat_template = False  # applied by template()",
+        "    c.apply_chat_template = True  # applied by template()",
+        ("tests/test_fairness.py::test_openvino_does_not_apply_the_chat_template_a_second_time",),
+    ),
+    Mutation(
+        "request: the precision wording is not from the properties",
+        "the page says 'default precision' while every CPU constructor is given f32",
+        "demo/engine/request.py",
+        "    precision = placement.describe_built_with(options.with_threads(threads), method)",
+        '    precision = "exact mode (f32)" if options.exact else "default precision"',
+        ("tests/test_fairness.py::test_how_it_ran_states_what_every_constructor_was_given",),
+    ),
+    Mutation(
+        "placement: f32 for the main model only",
+        "the draft computes in the CPU's default precision while the page says f32 for both",
+        "demo/core/placement.py",
+        '    """The draft model\'s properties: its device\'s, and one sampler thread beside a scheduler."""\n'
+        "    props = properties_for(device, options)",
+        '    """The draft model\'s properties: its device\'s, and one sampler thread beside a scheduler."""\n'
+        '    props = {k: v for k, v in properties_for(device, options).items() if k != "INFERENCE_PRECISION_HINT"}',
+        ("tests/test_fairness.py::test_a_cpu_race_splits_the_cores_and_builds_both_sides_from_equal_schedulers",
+         "tests/test_fairness.py::test_how_it_ran_states_what_every_constructor_was_given"),
+    ),
+    Mutation(
+        "metrics: the acceptance rate from the chunk count",
+        "the stream's accepted count (last step included) over OpenVINO's drafted (last step left out)",
+        "demo/core/metrics.py",
+        "                      acceptance_rate=acceptance_rate(accepted, drafted),",
+        "                      acceptance_rate=acceptance_rate(s.accepted, drafted),",
+        ("tests/test_metric_definitions.py::test_the_acceptance_rate_is_openvinos_accepted_over_drafted_and_the_page_says_so",),
+    ),
+    Mutation(
+        "metrics: tokens per step count the prompt's step",
+        "τ is diluted by the prompt's one-token step, unlike the curve's and the explanation's",
+        "demo/core/metrics.py",
+        "    return [len(c.token_ids) for c in chunks[1:]]",
+        "    return [len(c.token_ids) for c in chunks]",
+        ("tests/test_metric_definitions.py::test_tokens_per_step_is_the_same_number_in_the_summary_the_curve_and_the_explanation",),
+    ),
+    Mutation(
+        "explain: the per-step cost includes the prompt's call",
+        "a long prompt's prefill makes a verify step look dear and flips the regime sentence",
+        "demo/core/explain.py",
+        "    steps = list(per_step or [])[1:]",
+        "    steps = list(per_step or [])",
+        ("tests/test_metric_definitions.py::test_per_step_costs_leave_the_prompts_step_out",),
+    ),
+    Mutation(
+        "explain: a confidence threshold has no guesses",
+        "'Why this speedup?' says nothing of the guesses a threshold made (the old 'None guesses')",
+        "demo/core/explain.py",
+        "    per_step = k if k else (drafted / max(1, len(sizes) - 1) if drafted is not None and sizes else None)",
+        "    per_step = k",
+        ("tests/test_metric_definitions.py::test_a_confidence_threshold_is_explained_with_the_guesses_it_made",),
+    ),
+    Mutation(
+        "explain: one side on OpenVINO's timer, the other on the stream",
+        "prompt lookup's cost ratio compares two different clocks",
+        "demo/core/explain.py",
+        "    if verify_ms is None or base_ms is None:",
+        "    if verify_ms is None:",
+        ("tests/test_metric_definitions.py::test_prompt_lookup_falls_back_to_one_clock_for_both_sides",),
+    ),
 ]
 
 
@@ -825,17 +901,29 @@ class Run:
         return self.log.read_text(errors="replace") if self.log.exists() else ""
 
 
+# pytest's closing line, e.g. "1 failed, 3 passed in 2.10s" or "1 error in 0.52s".
+SUMMARY_LINE = re.compile(r"^=*\s*(?:\d+ \w+(?:, )?)+ in [\d.]+s", re.M)
+
+
+def failed_tests(out: str) -> bool:
+    """Whether pytest's last summary line counts a failed test. Exit code 1 alone does not
+    tell: a fixture or setup *error* exits 1 too, and a mutant that only breaks a fixture
+    was not caught by any assertion."""
+    lines = SUMMARY_LINE.findall(out)
+    return bool(lines) and re.search(r"\b\d+ failed\b", lines[-1]) is not None
+
+
 def verdict(run: Run) -> str:
     out = run.output()
     if run.timed_out:
         return "timeout"
     if run.rc == 0:
         return "SURVIVED"
-    if run.rc == 1:
+    if run.rc == 1 and failed_tests(out):
         return "killed"
     if run.rc is not None and run.rc < 0 and re.search(r"\b\d+ failed\b", out):
         return "killed"  # a test failed, then the process died (a pipeline still generating)
-    return f"ERROR (pytest exit {run.rc})"
+    return f"ERROR (pytest exit {run.rc}{', no test failed' if run.rc == 1 else ''})"
 
 
 def short(tests: tuple[str, ...]) -> str:

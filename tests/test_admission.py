@@ -106,22 +106,31 @@ def test_release_is_idempotent():
 def test_slot_is_released_when_the_workers_end_not_when_the_stream_closes():
     admission = Admission()
     ticket = admission.enter("a race")
-    # Each step takes 0.4 s: closing the stream mid-step must not wait for the step,
-    # but the slot stays taken until both sides have really returned.
-    runners = {s: FakeRunner(s, [1] * 50, delay_s=0.4) for s in (BASELINE, SPECULATIVE)}
+    # Every step waits for `gate`: until the test opens it, both sides are inside a model step.
+    # Closing the stream must not wait for that step, but the slot stays taken until both
+    # sides have really returned. (Judged by events: no clock.)
+    gate = threading.Event()
+    inside = {s: threading.Event() for s in (BASELINE, SPECULATIVE)}
+
+    def step(side):
+        return lambda i: (inside[side].set(), gate.wait(HANG_GUARD_S))
+
+    runners = {s: FakeRunner(s, [1] * 50, step=step(s)) for s in (BASELINE, SPECULATIVE)}
     stream = race(runners, "p", GenerationSettings(max_new_tokens=50), on_finished=ticket.release)
-    next(stream)  # a StartEvent: both sides are generating
-    t0 = time.perf_counter()
+    next(stream)  # a StartEvent
+    assert all(e.wait(HANG_GUARD_S) for e in inside.values())  # both sides are inside a step
     stream.close()
-    closed_in = time.perf_counter() - t0
+    # close() returned while both steps were still waiting for the gate: it did not wait for them.
+    assert not any(r.finished.is_set() for r in runners.values())
     assert admission.state()["running"] == "a race"
-    assert closed_in < 0.2  # generous: no model step (0.4 s) was waited for
+    gate.set()
+    assert all(r.finished.wait(HANG_GUARD_S) for r in runners.values())
     deadline = time.monotonic() + HANG_GUARD_S
     while admission.state()["running"] is not None and time.monotonic() < deadline:
         time.sleep(0.01)
     assert admission.state()["running"] is None
-    # Released well before the 50 steps (20 s) a side would take if Stop were ignored.
-    assert time.perf_counter() - t0 < 5
+    # Stop was honoured: each side ended after the step it was in, not after its 50 steps.
+    assert all(r.delivered <= 1 for r in runners.values()), [r.delivered for r in runners.values()]
 
 
 def test_a_follow_up_goes_before_the_line_and_is_never_refused():

@@ -442,3 +442,12 @@ def test_a_file_that_is_not_a_bench_result_is_one_sentence(tmp_path):
         with pytest.raises(DemoError, match=rf"^{re.escape(path.name)} is not a benchmark result.*python -m demo.bench --json") as e:
             load_result(path)
         assert str(tmp_path) not in str(e.value) and "Error" not in str(e.value)
+
+
+def test_the_report_middle_is_the_median_not_the_mean():
+    """One slow outlier (a busy machine) moves the mean, not the median the table prints."""
+    d = report.describe([1.0, 1.1, 9.0, None])
+    assert d["median"] == 1.1 and d["n"] == 3 and d["mean"] == pytest.approx(11.1 / 3)
+    assert report.describe([2.0, 4.0])["median"] == 3.0
+
+

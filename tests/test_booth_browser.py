@@ -6,6 +6,7 @@ the downloaded recording file itself.
 """
 
 import csv
+import itertools
 import json
 from pathlib import Path
 
@@ -197,17 +198,18 @@ def test_a_downloaded_recording_replays_with_identical_text_and_token_counts(pag
     t1, t2 = rec["lanes"][0]["tokens"], rec["lanes"][1]["tokens"]
     page.wait_for_function(f"() => window.__samples.some(x => x.lane1 == {t1}) && "
                            f"window.__samples.some(x => x.lane2 == {t2})", timeout=10_000)
-    # At the recorded pace: the panels' token counters take as long to go from the first
-    # step to the last as the recorded steps' offsets say (the page updates 10 times a second).
+    # Streamed, not dumped: the panels' token counters rise through the recorded steps, never
+    # down, and show counts between none and all (the replay's pace itself is checked against
+    # a fake clock in tests/test_race_logic.py, not against this machine's speed here).
     samples = page.evaluate("() => { clearInterval(window.__sampler); return window.__samples; }")
     for slot, lane in (("lane1", rec["lanes"][0]), ("lane2", rec["lanes"][1])):
         end = next(i for i, x in enumerate(samples) if x[slot] == lane["tokens"])
         start = max(i for i, x in enumerate(samples[:end]) if x[slot] == 0) + 1  # after this replay's reset
-        first, last = samples[start]["t"], samples[end]["t"]
-        recorded = lane["steps"][-1]["t"] - lane["steps"][0]["t"]
-        shown = (last - first) / 1000
-        assert 0.7 * recorded - 0.15 <= shown <= 1.3 * recorded + 0.5, \
-            f"{slot}: {shown:.2f} s on the page for {recorded:.2f} s recorded"
+        shown = [x[slot] for x in samples[start:end + 1]]
+        assert shown == sorted(shown), f"{slot}: the counter went down: {shown}"
+        cumulative = set(itertools.accumulate(len(s["token_ids"]) for s in lane["steps"]))
+        between = {n for n in shown if 0 < n < lane["tokens"]}
+        assert between <= cumulative and len(between) >= min(2, len(cumulative) - 1), (slot, shown)
     for slot, lane in (("lane1", rec["lanes"][0]), ("lane2", rec["lanes"][1])):
         shown = page.evaluate(f"() => document.querySelector('#replay-{slot}-output .panel-text').textContent")
         assert shown == "".join(s["text"] for s in lane["steps"])

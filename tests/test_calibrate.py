@@ -628,3 +628,23 @@ def test_a_curve_disturbed_by_other_work_is_measured_again(monkeypatch):
     steady = [0.080, 0.090, 0.100]
     assert stages.recheck(None, steady, decode, [1, 2, 3], 3, False, "int4_sym", sent.append) == steady
     assert len(asked) == 1, "a curve that agrees with the decoding steps is not measured again"
+
+
+def test_the_fastest_main_alone_is_the_fastest_measured(presets, tmp_path, monkeypatch):
+    """With made-up stages (tests/made_up_stages.py: gguf 50 ms a token alone, int4_sym 25 ms),
+    calibration names int4_sym at 40 tok/s the fastest main alone: the page's and the
+    headline's comparison against the best this machine does without a draft."""
+    from demo.models.sources import ModelStore
+
+    monkeypatch.setattr(calibration, "prepare_candidates",
+                        lambda preset, store, mains, drafts, report, stop: {
+                            (role, fmt): tmp_path / f"{role}-{fmt}" for role, fmts in (("main", mains), ("draft", drafts))
+                            for fmt in fmts})
+    result = calibration.calibrate(presets.get("smollm2-self-draft"), ModelStore(tmp_path / "cache"),
+                                   main_formats=["gguf", "int4_sym"], draft_formats=["gguf"], k_max=2,
+                                   max_new_tokens=8, prompts=[PROMPT], budget=1 << 40,
+                                   stages_module="tests.made_up_stages")
+    assert result.fastest_alone.main_format == "int4_sym"
+    assert result.fastest_alone.baseline_tok_s == pytest.approx(1 / 0.025)
+    alone = {c.main_format: c.baseline_tok_s for c in result.candidates if c.mode == "fair"}
+    assert alone == {"gguf": pytest.approx(20.0), "int4_sym": pytest.approx(40.0)}

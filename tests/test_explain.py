@@ -29,10 +29,21 @@ def test_time_split_and_steps_agree_with_independent_counts(finished):
     results, wall = finished
     base, spec = results[BASELINE], results[SPECULATIVE]
     why = explain(base, spec, 1.0, K)
-    # OpenVINO's main-model calls are the steps our streamer saw, one chunk per step.
+    # OpenVINO's main-model calls are the steps our streamer saw, one chunk per step, with
+    # the same tokens in each; and one per-step timer entry per step, on both sides.
     assert spec.ov_main_calls == len(spec.chunks)
     assert base.ov_main_calls == len(base.chunks) == 48
-    assert why.tokens_per_step == pytest.approx(48 / len(spec.chunks))
+    assert spec.ov_step_tokens == [len(c.token_ids) for c in spec.chunks]
+    assert len(spec.ov_main_step_ms) == len(spec.ov_step_ms) == len(spec.chunks) and len(base.ov_main_step_ms) == 48
+    # τ leaves the prompt's step (1 token) out; per-step costs leave its timer entry out.
+    assert why.tokens_per_step == pytest.approx(47 / (len(spec.chunks) - 1))
+    assert why.verify_step_ms == pytest.approx(sum(spec.ov_main_step_ms[1:]) / (len(spec.chunks) - 1))
+    assert why.base_token_ms == pytest.approx(sum(base.ov_main_step_ms[1:]) / 47)
+    # Windows nest: the main model's step lies inside its speculative step, and every step of
+    # a side inside that side's generate() call, as our clock saw it.
+    assert all(0 < m <= w + 1e-3 for m, w in zip(spec.ov_main_step_ms, spec.ov_step_ms))
+    for r in (base, spec):
+        assert sum(r.ov_step_ms) <= (r.end - r.start) * 1000
     # Drafting + verifying happened inside the speculative side's wall-clock time, but for
     # OpenVINO's accounting: a step where the draft had nothing scheduled re-adds its previous
     # forward (ContinuousBatchingImpl::step returns early without resetting inference_duration;
@@ -63,10 +74,10 @@ def test_why_html_shows_the_split_escaped(finished):
 @pytest.mark.parametrize("ratio, step_ratio, tau, words", [
     (1.1, 2.0, 4.5, ("bound by reading the weights from memory", "paid off")),
     (2.8, 3.6, 3.0, ("each extra token costs arithmetic", "did not pay off")),
-    (None, None, None, ("no per-model timings",)),
+    (None, None, None, ("no per-step times",)),
 ])
 def test_regime_sentence(ratio, step_ratio, tau, words):
-    sentence = regime_sentence(ratio, step_ratio, 5, tau)
+    sentence = regime_sentence(ratio, step_ratio, 6, tau)
     for w in words:
         assert w in sentence
     if ratio is not None:

@@ -86,6 +86,44 @@ def test_a_cpu_race_splits_the_cores_and_builds_both_sides_from_equal_schedulers
     assert base.enable_prefix_caching is False
 
 
+def test_how_it_ran_states_what_every_constructor_was_given(monkeypatch):
+    """The page's words come from the properties the constructors really received (read
+    back from the spies), for every role: f32 activations for main and draft alike."""
+    spy = load(monkeypatch, cores=4)
+    how = how_it_ran("race", PipelineOptions(), "draft", 2)
+    for role, name in ((BASELINE, "main"), (SPECULATIVE, "main"), ("draft", "draft")):
+        given = ", ".join(f"{k}={v}" for k, v in sorted(spy.properties(role).items()))
+        assert f"{name} on CPU given {given}" in how, (role, how)
+    assert "precision main and draft: f32 activations" in how and "default precision" not in how
+    # A GPU main gets no precision property: the page says the GPU's default, the CPU draft f32.
+    how = how_it_ran("race", PipelineOptions("GPU", "CPU"), "draft", 4)
+    assert "precision main: GPU's default precision; draft: f32 activations" in how
+    exact = how_it_ran("fair", PipelineOptions(exact=True), "prompt_lookup", None)
+    assert "exact mode, precision main: f32 activations, f32 KV cache, no dynamic quantization" in exact
+
+
+def test_the_three_way_race_and_the_cluster_state_the_same_precision():
+    from demo.engine import three_way
+    from demo.serve.remote import how_it_ran_on_cluster
+
+    request = RaceRequest(prompt="x")
+    assert "precision main and draft: f32 activations" in three_way.how_it_ran(request)
+    assert "precision main and draft: f32 activations" in how_it_ran_on_cluster(request, {})
+
+
+def test_the_cpu_plugin_reports_the_precision_it_was_given(smollm2_ir):
+    """Read back from a compiled model (OpenVINO GenAI keeps its pipelines' compiled models to
+    itself): the CPU plugin compiles the fixture with the very properties a CPU role gets and
+    reports f32, whatever its own default on this CPU."""
+    import openvino
+
+    core = openvino.Core()
+    props = {k: v for k, v in placement.properties_for("CPU", PipelineOptions(threads=1)).items()}
+    compiled = core.compile_model(core.read_model(smollm2_ir / "openvino_model.xml"), "CPU", props)
+    assert compiled.get_property("INFERENCE_PRECISION_HINT") == openvino.Type.f32
+    assert int(compiled.get_property("INFERENCE_NUM_THREADS")) == 1
+
+
 def test_a_gpu_draft_gets_no_cpu_properties_and_the_cpu_is_split_between_the_two_mains(monkeypatch):
     spy = load(monkeypatch, draft_device="GPU", cores=4)
     assert spy.properties("draft") == SAMPLER
@@ -219,3 +257,17 @@ def test_the_page_shows_the_engines_own_numbers(running_app, engine_runs):
     assert _number(r"acceptance rate (\d+)%", summary) == pytest.approx(
         100 * spec.ov_accepted_tokens / spec.ov_draft_tokens, abs=0.51)
     assert "prefix caching off" in summary
+
+
+def test_openvino_does_not_apply_the_chat_template_a_second_time():
+    """Both sides get the text template() made (the same for both); OpenVINO's own default is
+    to template it again, which would wrap the prompt twice."""
+    import openvino_genai
+
+    from demo.engine.openvino_runner import OpenVINORunner
+
+    assert openvino_genai.GenerationConfig().apply_chat_template is True  # the library's default
+    for side in SIDES:
+        runner = OpenVINORunner.__new__(OpenVINORunner)  # no pipeline: only its generation config
+        runner._ov, runner.side = openvino_genai, side
+        assert runner._config(GenerationSettings(assistant_tokens=3)).apply_chat_template is False

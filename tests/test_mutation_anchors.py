@@ -81,3 +81,24 @@ def test_the_copy_is_put_back_byte_for_byte_after_a_mutant(tmp_path, monkeypatch
     assert copy.differs() == [] and copy.restore() == []
     assert (copy_dir / "demo" / "m.py").read_text() == "def f():\n    return 1\n"
     assert (repo / "demo" / "m.py").read_text() == "def f():\n    return 1\n"  # the checkout is never patched
+
+
+def test_only_a_failing_test_kills_a_mutant_never_a_fixture_error():
+    """pytest exits 1 both for a failed assertion and for an error in a fixture; only the
+    first means a test noticed the mutant."""
+    from types import SimpleNamespace
+
+    script = load_script()
+
+    def run(rc, out, timed_out=False):
+        return SimpleNamespace(rc=rc, timed_out=timed_out, output=lambda: out)
+
+    assert script.verdict(run(1, "F\nFAILED tests/test_x.py::test_y - assert 2 == 3\n1 failed, 4 passed in 2.10s\n")) \
+        == "killed"
+    assert script.verdict(run(1, "E\nERROR tests/test_x.py::test_y - ValueError\n1 error in 0.52s\n")).startswith("ERROR")
+    assert script.verdict(run(1, "=== 2 passed, 1 error in 3.00s ===\n")).startswith("ERROR")
+    assert script.verdict(run(2, "ERROR collecting tests/test_x.py\n1 error in 0.30s\n")).startswith("ERROR")
+    assert script.verdict(run(0, "5 passed in 1.00s\n")) == "SURVIVED"
+    # A test that prints pytest-like words does not fool it: only the last summary line counts.
+    assert script.verdict(run(1, "1 failed, 1 passed in 0.10s\nE fixture boom\n1 passed, 1 error in 0.90s\n")) \
+        .startswith("ERROR")

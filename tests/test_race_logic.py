@@ -304,8 +304,9 @@ def test_side_stats_are_consistent():
     assert st.tokens_per_s == pytest.approx(14 / 0.5)
     assert st.ttft_s == pytest.approx(0.1)
     assert st.tpot_ms == pytest.approx((0.4 - 0.1) / 13 * 1000)
-    assert st.steps == 4 and st.tokens_per_step == pytest.approx(3.5)
-    assert st.accepted == 0 + 4 + 4 + 2
+    # Verify steps only: the prompt's step (its 1 token, no guess) is left out of τ (metrics docstring).
+    assert st.steps == 3 and st.tokens_per_step == pytest.approx((5 + 5 + 3) / 3)
+    assert st.accepted == 4 + 4 + 2
     base = side_stats(_chunks([1] * 7, side=BASELINE), start=0.0, now=0.7)
     assert base.accepted == 0
     assert speedup(base, st) == pytest.approx((14 / 0.5) / 10)
@@ -332,12 +333,19 @@ def test_one_comparison_by_hand():
                          ov_accepted_tokens=accepted, ov_draft_tokens=drafted)
 
     base = run("baseline", [1] * 12, 0.5)                      # 12 tokens in 6 s: 2 tok/s
-    spec = run("speculative", [3, 3, 3, 3], 0.75, accepted=8, drafted=12)  # 12 tokens in 3 s: 4 tok/s
+    # K = 4: the prompt's step, then verify steps keeping 3, 3 and (the last, which OpenVINO
+    # does not count) 2 guesses: OpenVINO says 6 of 8 drafted accepted, the stream shows 8 kept.
+    spec = run("speculative", [1, 4, 4, 3], 0.75, accepted=6, drafted=8)  # 12 tokens in 3 s: 4 tok/s
     c = compare(base, spec)
     assert (c.baseline.tokens_per_s, c.speculative.tokens_per_s) == (pytest.approx(2.0), pytest.approx(4.0))
-    assert c.speedup == pytest.approx(2.0) and c.acceptance_rate == pytest.approx(8 / 12)
-    assert c.speculative.accepted == 8 and c.baseline.ttft_s == pytest.approx(0.5) and not c.failed
-    assert c.verdict.startswith("diverged at token 2")  # the hand-made ids differ from the second token
+    # The rate is OpenVINO's accepted ÷ drafted, both without the last step; never the stream's
+    # count (8, with the last step) over OpenVINO's drafted (8, without it): that would say 100 %.
+    assert c.speedup == pytest.approx(2.0) and c.acceptance_rate == pytest.approx(6 / 8)
+    assert (c.ov_accepted, c.ov_drafted) == (6, 8)
+    assert c.speculative.accepted == 3 + 3 + 2 and c.speculative.steps == 3
+    assert c.speculative.tokens_per_step == pytest.approx((4 + 4 + 3) / 3)
+    assert c.baseline.ttft_s == pytest.approx(0.5) and not c.failed
+    assert c.verdict.startswith("diverged at token 3")  # the hand-made ids: 0, 10, 20 against 0, 10, 11
     broken = compare(base, run("speculative", [3], 0.75, error="OpenVINO failed"))
     assert broken.failed and broken.speedup is None
 

@@ -60,7 +60,7 @@ def test_the_curve_beside_the_histogram():
     assert page.index('class="accept-hist"') < page.index('id="acceptance-curve"')
     bars = re.findall(r'data-position="(\d)" data-rate="([\d.]*)" data-reached="(\d+)" data-kept="(\d+)"', page)
     assert bars == [("1", "0.8333", "6", "5"), ("2", "0.7500", "4", "3"), ("3", "0.6667", "3", "2")]
-    assert 'data-tokens-per-step="2.8750"' in page and "2.88 tokens per step with K=3" in page
+    assert 'data-tokens-per-step="2.8750"' in page and "2.88 tokens per verify step with K=3" in page
     assert "last step may have been cut" in page
     # With calibrated costs the page says where one more guess stops paying.
     curve = curve_of_chunks(run, 3)

@@ -133,3 +133,4 @@ def format_table(result: BenchResult) -> str:
 def write_json(result: BenchResult, path: Path) -> None:
     """The result's JSON form (BenchResult.to_dict: the keys it was built with, "class" by name)."""
     write_atomic(path, json.dumps(result.to_dict(), indent=1) + "\n")
+

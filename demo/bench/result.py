@@ -91,8 +91,8 @@ class Side(_Model):
     tokens_per_s: Optional[float]
     ttft_s: Optional[float]
     tpot_ms: Optional[float]
-    steps: int
-    tokens_per_step: Optional[float]
+    steps: int                        # verify steps (demo.core.metrics: the prompt's step left out)
+    tokens_per_step: Optional[float]  # τ over those steps, the main model's own token included
     ov_generated_tokens: Optional[int]
     ov_ttft_ms: Optional[float]
     ov_tpot_ms: Optional[float]

@@ -14,6 +14,9 @@ Two steps are not like the others:
 
 From the curve a_1..a_K, a step with k ≤ K guesses yields on average
     τ(k) = 1 + a_1 + a_1·a_2 + … + a_1·…·a_k tokens,
+the tokens per step of demo.core.metrics (the main model's own token included): the products
+telescope to kept_i ÷ steps, so τ(K) is exactly the measured tokens per step when the last
+step is not censored, and differs from it only by that one step when it is.
 and with calibration's costs (StepCosts) tok/s(k) = τ(k) / step(k), the standard model of
 demo.calibrate.cost_model. The rates past the K a run used were never observed: a run says
 nothing about whether a larger K pays. Pure arithmetic: no Gradio, no OpenVINO.
@@ -23,6 +26,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Iterable, Optional, Sequence
+
+from .metrics import verify_step_sizes
 
 
 @dataclass(frozen=True)
@@ -98,7 +103,7 @@ def curve_of_chunks(chunks: Sequence, k: Optional[int]) -> Optional[AcceptanceCu
     has no fixed K (a confidence threshold drafts as many guesses as it likes)."""
     if not k:
         return None
-    return acceptance_curve([len(c.token_ids) for c in chunks[1:]], k)
+    return acceptance_curve(verify_step_sizes(chunks), k)
 
 
 def pooled(curves: Iterable[AcceptanceCurve]) -> Optional[AcceptanceCurve]:

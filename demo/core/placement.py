@@ -137,6 +137,44 @@ def draft_properties(device: str, options: PipelineOptions, method: str) -> dict
     return props
 
 
+def built_with(options: PipelineOptions, method: str) -> dict[str, tuple[str, dict]]:
+    """Each role's device and the properties its constructor is given, exactly as the pipelines
+    are built (pipeline_properties, draft_properties): "main" (the LLMPipeline of both sides,
+    the same properties) and, for a drafting race, "draft"."""
+    roles = {"main": (options.main_device, pipeline_properties(options.main_device, options, method))}
+    if method == "draft":
+        roles["draft"] = (options.draft_device, draft_properties(options.draft_device, options, method))
+    return roles
+
+
+def _precision(device: str, props: dict) -> str:
+    hint = props.get("INFERENCE_PRECISION_HINT")
+    words = [f"{hint} activations" if hint else f"{kind(device)}'s default precision"]
+    if "KV_CACHE_PRECISION" in props:
+        words.append(f"{props['KV_CACHE_PRECISION']} KV cache")
+    if str(props.get("DYNAMIC_QUANTIZATION_GROUP_SIZE")) == "0":
+        words.append("no dynamic quantization")
+    return ", ".join(words)
+
+
+def precision_words(options: PipelineOptions, method: str) -> str:
+    """What each role was told about precision, in words, from built_with (so the page cannot
+    say one thing while the constructors get another)."""
+    by_precision: dict[str, list[str]] = {}
+    for role, (device, props) in built_with(options, method).items():
+        by_precision.setdefault(_precision(device, props), []).append(role)
+    precision = "; ".join(f"{' and '.join(rs)}: {words}" for words, rs in by_precision.items())
+    return f"{'exact mode, ' if options.exact else ''}precision {precision}"
+
+
+def describe_built_with(options: PipelineOptions, method: str) -> str:
+    """precision_words, then every property each role's constructor is given."""
+    listed = "; ".join(f"{role} on {device} given "
+                       + (", ".join(f"{k}={v}" for k, v in sorted(props.items())) or "no properties")
+                       for role, (device, props) in built_with(options, method).items())
+    return f"{precision_words(options, method)} ({listed})"
+
+
 def check_options(options: PipelineOptions, settings: Optional[GenerationSettings] = None) -> None:
     """Refuse a device mapping that cannot give what the visitor asked for, in one sentence."""
     method = settings.method if settings else "draft"

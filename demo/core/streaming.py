@@ -57,6 +57,13 @@ class RunResult:
     ov_main_infer_ms: Optional[float] = None
     ov_draft_infer_ms: Optional[float] = None
     ov_main_calls: Optional[int] = None
+    # OpenVINO's per-step timers (ms), one entry per step that produced tokens, the prompt's
+    # step first (a long prompt's earlier prefill chunks produce none and have no entry):
+    # the main model's step (ContinuousBatchingImpl::step on both sides: scheduling, forward,
+    # sampling), and the whole step (for the speculative side: drafting + verifying).
+    ov_step_tokens: Optional[list[int]] = None
+    ov_main_step_ms: Optional[list[float]] = None
+    ov_step_ms: Optional[list[float]] = None
     # Where this side ran when it is not this process (demo.serve: "host (node 1a2b3c4d), 1 thread").
     ran_on: Optional[str] = None
     # How a replica that batches requests ran this one (demo.engine.batched_runner.served_note).

@@ -320,7 +320,7 @@ class Arena:
                           weights=weights_note(pair, mode) if pair is not None and pair.baseline is not None else None,
                           errors={side: r.error for side, r in results.items() if r.error},
                           why=lambda c: explain(base, spec, c.speedup, request.settings.assistant_tokens,
-                                                self.calibration_for(request)))
+                                                self.calibration_for(request), request.settings.method))
 
     def _how(self, request: RaceRequest) -> str:
         """How the race was run, in words, with the threads really used."""

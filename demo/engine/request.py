@@ -35,12 +35,14 @@ class Summary:
     baseline: SideStats
     speculative: SideStats
     speedup: Optional[float]
-    acceptance_rate: Optional[float]   # OpenVINO's accepted ÷ drafted (its count skips the final step)
+    acceptance_rate: Optional[float]   # OpenVINO's accepted ÷ drafted (demo.core.metrics)
     verdict: str
     how: str                           # how the race was run, in words
     errors: dict
     why: Optional[Explanation] = None  # "Why this speedup?" (speculative runs that finished)
     weights: Optional[str] = None      # one line when the two sides read different main weights
+    ov_accepted: Optional[int] = None  # the counts behind acceptance_rate
+    ov_drafted: Optional[int] = None
 
     @classmethod
     def of(cls, c: Comparison, how: str, errors: dict,
@@ -48,7 +50,7 @@ class Summary:
         """The page's summary of a comparison (metrics.compare); `why` only for a race that finished."""
         return cls(baseline=c.baseline, speculative=c.speculative, speedup=c.speedup, acceptance_rate=c.acceptance_rate,
                    verdict=c.verdict, how=how, errors=errors, why=None if c.failed or why is None else why(c),
-                   weights=weights)
+                   weights=weights, ov_accepted=c.ov_accepted, ov_drafted=c.ov_drafted)
 
 
 def threads_for(request: RaceRequest) -> Optional[int]:
@@ -69,7 +71,8 @@ def how_it_ran(mode: Mode, options: PipelineOptions, method: str, threads: Optio
         devices += f", draft on {options.draft_device}"
     else:
         devices += ", prompt lookup (no draft)"
-    precision = "exact mode (f32)" if options.exact else "default precision"
+    # From the very properties the constructors are given, with the threads really used.
+    precision = placement.describe_built_with(options.with_threads(threads), method)
     scheduler = ("stateful pipelines on both sides (no scheduler, no prefix cache)" if placement.stateful(options, method)
                  else placement.scheduler_settings(options).describe())
     extra = "".join(f"; {note}" for note in placement.notes(options, method))

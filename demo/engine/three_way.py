@@ -20,6 +20,7 @@ import threading
 from dataclasses import dataclass, replace
 from typing import Iterator, Optional, Sequence
 
+from ..core import placement
 from ..core.errors import DemoError
 from ..core.metrics import SideStats, acceptance_rate, compare, side_stats
 from ..core.settings import cpu_cores
@@ -110,7 +111,7 @@ def _sentence(winner, runner_up, margin, speedups) -> str:
 def how_it_ran(request: RaceRequest) -> str:
     cores = cpu_cores()
     k = request.settings.assistant_tokens
-    exact = "exact mode (f32)" if request.options.exact else "default precision"
+    exact = placement.describe_built_with(request.options.with_threads(None), "draft")  # as _run builds them
     return (f"three-way: each lane alone with all {cores} core{'s' if cores != 1 else ''}, one after the other, "
             f"then replayed side by side; main on {request.options.main_device}, draft on "
             f"{request.options.draft_device}; {k} assistant tokens for both methods; {exact}")

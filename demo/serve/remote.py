@@ -29,6 +29,7 @@ import time
 from dataclasses import replace
 from typing import Iterator, Optional
 
+from ..core import placement
 from ..core.errors import DemoError, unexpected
 from ..core.streaming import SIDES, ChunkEvent, DoneEvent, StartEvent
 from ..engine.arena import Arena, RaceRequest, Summary, validate_prompt
@@ -181,7 +182,8 @@ def how_it_ran_on_cluster(request: RaceRequest, results: dict) -> str:
     devices = f"main on {options.main_device}"
     devices += (f", draft on {options.draft_device}" if request.settings.method == "draft"
                 else ", prompt lookup (no draft)")
-    precision = "exact mode (f32)" if options.exact else "default precision"
+    # Each replica adds its own threads to these (deployments.py); the precision is the same.
+    precision = placement.precision_words(options, request.settings.method)
     served = "".join(f"; {side}: {results[side].served}" for side in SIDES
                      if getattr(results.get(side), "served", None))  # a batching replica's own words
     return f"{split}; {where}; {devices}; {precision}{served}"

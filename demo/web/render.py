@@ -9,7 +9,7 @@ from __future__ import annotations
 import html
 from typing import Optional, Sequence
 
-from ..core.metrics import SideStats
+from ..core.metrics import DEFINITIONS, SideStats
 from ..core.streaming import Chunk
 
 # Colours from Okabe–Ito, readable for colour-blind visitors.
@@ -71,11 +71,16 @@ def stats_html(stats: Optional[SideStats], note: str = "", state: str = "idle") 
         ("tok/s", f"{stats.tokens_per_s:.1f}"),
         ("TTFT", f"{stats.ttft_s * 1000:.0f} ms" if stats.ttft_s is not None else "–"),
     ]
-    body = "".join(f'<span class="stat"><b>{v}</b> {k}</span>' for k, v in cells)
+    # Each label names what it counts (demo.core.metrics.DEFINITIONS) on hover.
+    body = "".join(f'<span class="stat"{_title(k)}><b>{v}</b> {k}</span>' for k, v in cells)
     if note:
         body += f'<span class="stat note">{esc(note)}</span>'
     return (f'<div class="stats" data-state="{state}" data-tokens="{stats.tokens}" '
             f'data-tokens-per-s="{stats.tokens_per_s:.4f}">{body}</div>')
+
+
+def _title(label: str) -> str:
+    return f' title="{esc(DEFINITIONS[label])}"' if label in DEFINITIONS else ""
 
 
 def summary_html(summary) -> str:
@@ -88,9 +93,14 @@ def summary_html(summary) -> str:
         rows.append(f'<span class="weights">{esc(summary.weights)}</span>')
     s = summary.speculative
     if s.steps:
-        rows.append(f"{s.accepted} draft tokens accepted; {s.tokens_per_step:.2f} tokens per main-model step")
+        rows.append(f"{s.accepted} guesses accepted in {s.steps} verify steps; {s.tokens_per_step:.2f} tokens per "
+                    "verify step (each step's own token from the main model included, the prompt's step left out)")
     if summary.acceptance_rate is not None:
-        rows.append(f"acceptance rate {summary.acceptance_rate * 100:.0f}% (OpenVINO's count of accepted ÷ drafted)")
+        counts = (f"{summary.ov_accepted} of {summary.ov_drafted} guesses; "
+                  if summary.ov_accepted is not None and summary.ov_drafted is not None else "")
+        rows.append(f"acceptance rate {summary.acceptance_rate * 100:.0f}% ({counts}OpenVINO's count, "
+                    "which leaves out the last step)")
+    rows.append(f'<span class="how">tok/s: {esc(DEFINITIONS["tok/s"])}; TTFT: {esc(DEFINITIONS["TTFT"])}.</span>')
     rows.append(f"outputs: {esc(summary.verdict)}")
     for side, err in summary.errors.items():
         rows.append(f'<span class="error">{esc(side)} failed: {esc(err)}</span>')
@@ -225,12 +235,12 @@ def why_html(why) -> str:
             f'style="width:{100 * v / total:.1f}%;background:{colour}"></span>'
             for name, v, colour in parts if v)
         legend = ", ".join(f"{name} {v:.2f} s" for name, v, _ in parts if v is not None)
-        rows.append(f'<div class="why-bar">{bar}</div><p>Speculative side: {legend}.</p>')
+        rows.append(f'<div class="why-bar">{bar}</div><p>Speculative side, whole run: {legend}.</p>')
     # (cost_ratio is None when a timer read 0 ms, e.g. prompt lookup's verify time in race mode)
     if why.verify_step_ms is not None and why.base_token_ms is not None and why.cost_ratio is not None:
-        rows.append(f"One verify step ({why.assistant_tokens} guesses + 1) took {why.verify_step_ms:.0f} ms; "
+        rows.append(f"One verify step ({esc(why.guesses)}) took {why.verify_step_ms:.0f} ms; "
                     f"one plain step of the main model {why.base_token_ms:.0f} ms "
-                    f"(ratio {why.cost_ratio:.2f}×, OpenVINO's timers).")
+                    f"(ratio {why.cost_ratio:.2f}×; means over the steps after the prompt's, {esc(why.timer)}).")
     if why.measured_speedup is not None:
         line = f"Measured speedup {why.measured_speedup:.2f}×"
         if why.predicted_speedup is not None:

@@ -51,7 +51,8 @@ def curve_html(curve: Optional[AcceptanceCurve], pay: Optional[Payoff] = None, m
     rows = []
     tau = curve.tokens_per_step()
     if tau is not None:
-        rows.append(f"These rates give {tau:.2f} tokens per step with K={curve.k}.")
+        rows.append(f"These rates give {tau:.2f} tokens per verify step with K={curve.k} (the main model's own "
+                    "token included; the measured mean, but for a last step cut short).")
     if method == "prompt_lookup":
         rows.append("Prompt lookup: a step whose text had no matching n-gram made no guess and counts as a miss.")
     if pay is not None and pay.best_k is not None:

@@ -13,6 +13,7 @@ import threading
 import gradio as gr
 
 from ..core.errors import DemoError
+from ..core.metrics import DEFINITIONS
 from ..core.settings import MAX_PROMPT_CHARS, GenerationSettings
 from ..core.streaming import ChunkEvent, DoneEvent, StartEvent, StatusEvent
 from ..engine import three_way
@@ -47,8 +48,9 @@ def summary_html(s: three_way.ThreeWaySummary) -> str:
     """Who won, by how much, and each lane's numbers. Everything escaped."""
     esc = lambda x: html.escape(str(x), quote=True)  # noqa: E731
     rows = [f'<span class="winner">{esc(s.sentence)}</span>']
-    table = ["<table class='lanes-table'><tr><th>lane</th><th>tokens</th><th>tok/s</th><th>vs baseline</th>"
-             "<th>acceptance</th><th>output</th></tr>"]
+    table = ["<table class='lanes-table'><tr><th>lane</th><th>tokens</th>"
+             f"<th title='{esc(DEFINITIONS['tok/s'])}'>tok/s</th><th>vs baseline</th>"
+             f"<th title='{esc(DEFINITIONS['acceptance rate'])}'>acceptance</th><th>output</th></tr>"]
     for lane in three_way.LANES:
         st = s.stats.get(lane)
         if st is None:
