@@ -266,7 +266,7 @@ def test_a_page_without_the_benchmark_tab_has_no_bench_endpoint(session_store, s
 def test_downloads_keep_at_most_keep_and_expire_by_age(tmp_path, monkeypatch):
     from demo.web import files
 
-    d = files.Downloads("t", keep=3, max_age_s=60.0, root=lambda: tmp_path)
+    d = files.Downloads("t", keep=3, max_age_s=60.0, root=lambda: tmp_path, keep_each=3)
     folders = []
     for i in range(10):
         folder = d.new_folder()
@@ -278,6 +278,27 @@ def test_downloads_keep_at_most_keep_and_expire_by_age(tmp_path, monkeypatch):
     monkeypatch.setattr(files.time, "time", lambda: now + 61)  # ten minutes on, say: all are too old
     d.expire()
     assert d.on_disk() == (0, 0) and list(tmp_path.iterdir()) == []
+
+
+def test_one_visitors_downloads_never_delete_another_visitors_pending_one(tmp_path):
+    from demo.core.errors import DemoError
+    from demo.web import files
+
+    now = [1000.0]
+    d = files.Downloads("t", keep=4, root=lambda: tmp_path, clock=lambda: now[0])
+    theirs = d.new_folder("address:93.184.216.35")
+    for _ in range(50):  # a stranger writes download after download: only their own older ones go
+        mine = d.new_folder("address:6.6.6.6")
+    assert theirs.exists() and mine.exists() and d.on_disk() == (0, 0)
+    assert len(list(tmp_path.iterdir())) == 1 + files.KEEP_EACH
+    # Rotating who they are fills the kind: further writes are refused, nobody's pending file goes.
+    d.new_folder("session:x")
+    with pytest.raises(DemoError, match="^Too many downloads are waiting to be fetched just now"):
+        d.new_folder("session:y")
+    assert theirs.exists()
+    now[0] += files.GRACE_S + 1  # time enough to fetch it: now the oldest may make room
+    d.new_folder("session:y")
+    assert not theirs.exists() and len(list(tmp_path.iterdir())) == 4
 
 
 def test_without_keep_prompts_a_recording_stays_only_while_its_visitor_may_download_it():
