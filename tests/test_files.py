@@ -30,3 +30,19 @@ def test_a_failed_write_keeps_the_old_file_and_removes_its_temporary(tmp_path):
         write_atomic(path, 42)  # neither text nor bytes
     assert path.read_text() == "old"
     assert [p.name for p in tmp_path.iterdir()] == ["x.txt"]
+
+
+def test_a_killed_writers_temporary_is_cleaned_at_the_next_write_and_a_live_ones_kept(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True, check=True).stdout.strip()  # a pid that has just exited
+    litter = tmp_path / f"s[1].json.{dead}.140.tmp"  # a name with glob characters too
+    live = tmp_path / f"s[1].json.{os.getpid()}.99.tmp"  # this process: a write in another thread
+    other = tmp_path / f"t.json.{dead}.140.tmp"  # another file's: not this write's business
+    for p in (litter, live, other):
+        p.write_text("half")
+    write_atomic(tmp_path / "s[1].json", "{}")
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["s[1].json", live.name, other.name])

@@ -21,10 +21,12 @@ from pathlib import Path
 import pytest
 
 from demo.core.streaming import BASELINE, SPECULATIVE
+from demo.models.presets import load_presets
 from demo.records.scoreboard import RaceRecord, Scoreboard
 from demo.web.files import MAX_UPLOAD_BYTES
 from demo.web.scoreboard_tab import KEEP_EXPORTS
 from tests.booth_helpers import running, scratch_cache
+from tests.conftest import SMOLLM2
 from tests.fakes import FakeRunner
 from tests.test_bad_inputs import Raw, assert_one_clear_sentence, bench_args, call_raw, race_args
 
@@ -238,16 +240,25 @@ def test_the_scoreboard_tab_names_no_path_of_this_machine(page):
     assert str(page.cache) not in html and not re.search(r"/(?:tmp|home|root|work)/", html)
 
 
-def test_the_benchmark_tab_is_offered_only_on_loopback_or_with_bench(monkeypatch):
+def test_the_benchmark_tab_is_offered_only_where_nobody_outside_reaches_the_page_or_with_bench(monkeypatch):
     import app
 
     made = []
     monkeypatch.setattr(app, "make_demo", lambda *a, **kw: made.append(kw["bench"]) or object())
     monkeypatch.setattr(app, "launch", lambda *a, **kw: None)
-    for argv, expected in ((["--host", "0.0.0.0"], False), (["--host", "127.0.0.1"], True),
-                           (["--host", "0.0.0.0", "--bench"], True), (["--host", "127.0.0.1", "--no-bench"], False)):
+    monkeypatch.delenv("SPACE_ID", raising=False)
+    cases = [(["--host", "0.0.0.0"], False), (["--host", "127.0.0.1"], True), ([], True),
+             (["--host", "192.168.1.5"], False),
+             # a public link, or a reverse proxy in front: strangers reach a loopback bind
+             (["--share"], False), (["--trust-forwarded-for"], False),
+             (["--host", "0.0.0.0", "--bench"], True), (["--share", "--bench"], True),
+             (["--host", "127.0.0.1", "--no-bench"], False)]
+    for argv, expected in cases:
         assert app.main(argv) == 0
         assert made[-1] is expected, argv
+    monkeypatch.setenv("SPACE_ID", "someone/arena")  # a Space
+    assert app.main(["--host", "127.0.0.1"]) == 0 and made[-1] is False
+    assert app.main(["--bench"]) == 0 and made[-1] is True
 
 
 def test_a_page_without_the_benchmark_tab_has_no_bench_endpoint(session_store, smollm2_ir, tmp_path):
@@ -266,7 +277,7 @@ def test_a_page_without_the_benchmark_tab_has_no_bench_endpoint(session_store, s
 def test_downloads_keep_at_most_keep_and_expire_by_age(tmp_path, monkeypatch):
     from demo.web import files
 
-    d = files.Downloads("t", keep=3, max_age_s=60.0, root=lambda: tmp_path)
+    d = files.Downloads("t", keep=3, max_age_s=60.0, root=lambda: tmp_path, keep_each=3)
     folders = []
     for i in range(10):
         folder = d.new_folder()
@@ -278,6 +289,27 @@ def test_downloads_keep_at_most_keep_and_expire_by_age(tmp_path, monkeypatch):
     monkeypatch.setattr(files.time, "time", lambda: now + 61)  # ten minutes on, say: all are too old
     d.expire()
     assert d.on_disk() == (0, 0) and list(tmp_path.iterdir()) == []
+
+
+def test_one_visitors_downloads_never_delete_another_visitors_pending_one(tmp_path):
+    from demo.core.errors import DemoError
+    from demo.web import files
+
+    now = [1000.0]
+    d = files.Downloads("t", keep=4, root=lambda: tmp_path, clock=lambda: now[0])
+    theirs = d.new_folder("address:93.184.216.35")
+    for _ in range(50):  # a stranger writes download after download: only their own older ones go
+        mine = d.new_folder("address:6.6.6.6")
+    assert theirs.exists() and mine.exists() and d.on_disk() == (0, 0)
+    assert len(list(tmp_path.iterdir())) == 1 + files.KEEP_EACH
+    # Rotating who they are fills the kind: further writes are refused, nobody's pending file goes.
+    d.new_folder("session:x")
+    with pytest.raises(DemoError, match="^Too many downloads are waiting to be fetched just now"):
+        d.new_folder("session:y")
+    assert theirs.exists()
+    now[0] += files.GRACE_S + 1  # time enough to fetch it: now the oldest may make room
+    d.new_folder("session:y")
+    assert not theirs.exists() and len(list(tmp_path.iterdir())) == 4
 
 
 def test_without_keep_prompts_a_recording_stays_only_while_its_visitor_may_download_it():
@@ -298,3 +330,30 @@ def test_every_numeric_check_refuses_any_value_with_its_sentence(value):
     for integer in (True, False):
         with pytest.raises(DemoError, match="must be a (whole )?number from 1 to 16; reset it and try again"):
             checks.number("assistant tokens", value, 1, 16, integer=integer)
+
+
+def test_no_path_of_this_machine_reaches_the_line_every_visitor_reads():
+    from demo.web.ui import no_paths
+
+    failed = ("The disk filled up while preparing the main model: it needs about 3 GB free in "
+              "/home/op/.cache/speculative-arena; free space there (or set SPECDEC_CACHE_DIR to a folder on a "
+              "bigger disk) and retry.")
+    shown = no_paths(failed)
+    assert "/home" not in shown and "speculative-arena" not in shown
+    assert "free in a folder on the server; free space there" in shown
+    assert no_paths("preparing: 1/2 models, 50%") == "preparing: 1/2 models, 50%"
+
+
+def test_the_scoreboard_draws_a_bounded_number_of_configurations():
+    from demo.records.scoreboard import Group, Standings
+    from demo.web.scoreboard_tab import MAX_GROUPS, board_html
+
+    # A stranger's races with every K, threshold and length make a group each.
+    groups = [Group(SMOLLM2, "visitor", "draft", tuple([1.1] * (1 + i % 3)), assistant_tokens=1 + i % 16,
+                    confidence_threshold=None, default_length=False) for i in range(3000)]
+    groups.append(Group(SMOLLM2, "code", "draft", tuple([1.5] * 50)))
+    board = board_html(Standings(total=6050, groups=groups, newest_id=6050), load_presets())
+    assert board.count("<tr data-preset=") == MAX_GROUPS
+    assert "data-count='50'" in board  # the most raced configuration is among those drawn
+    assert f'data-hidden="{len(groups) - MAX_GROUPS}"' in board
+    assert len(board) < 200_000

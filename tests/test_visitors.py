@@ -7,14 +7,17 @@ keys from the Gradio session and, where it knows it, the client's address (demo.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
+import urllib.error
+import urllib.request
 
 import pytest
 from gradio_client import Client
 
 from demo.engine.admission import Admission, VisitorBusy
-from demo.web.visitors import keys_of
+from demo.web.visitors import VisitorIds
 from tests.test_bad_inputs import assert_one_clear_sentence, race_args
 
 HANG_GUARD_S = 120
@@ -73,13 +76,59 @@ def test_a_claim_lasts_as_long_as_its_with_block():
 
 
 def test_visitor_keys_use_the_address_only_where_it_names_the_visitor():
-    assert keys_of("s1", "127.0.0.1") == ("session:s1",)          # loopback: a local proxy or the operator
-    assert keys_of("s1", "10.0.3.7") == ("session:s1",)           # private: a platform's load balancer
+    keys_of = VisitorIds().keys_of
+    assert keys_of("s1", "127.0.0.1") == ("session:s1",)          # loopback: the operator or a local proxy
+    assert keys_of("s1", "::1") == ("session:s1",)
+    assert keys_of("s1", "10.0.3.7") == ("session:s1", "address:10.0.3.7")  # a booth LAN's visitor
     assert keys_of("s1", "93.184.216.34") == ("session:s1", "address:93.184.216.34")
     assert keys_of("s1", "testclient") == ("session:s1",)
     assert keys_of(None, None) == ()
-    # Only with --trust-forwarded-for: the address the operator's proxy appended last.
-    assert keys_of("s1", "127.0.0.1", "1.2.3.4, 93.184.216.35") == ("session:s1", "address:93.184.216.35")
+    # Without a proxy to trust, X-Forwarded-For is the client's own words: never read.
+    assert keys_of(None, "93.184.216.34", "1.2.3.4") == ("address:93.184.216.34",)
+    # --trust-forwarded-for: the address the operator's proxy appended last (a LAN address too).
+    proxied = VisitorIds(trust_forwarded_for=True).keys_of
+    assert proxied("s1", "127.0.0.1", "1.2.3.4, 93.184.216.35") == ("session:s1", "address:93.184.216.35")
+    assert proxied("s1", "127.0.0.1", "1.2.3.4, 192.168.1.20") == ("session:s1", "address:192.168.1.20")
+
+
+def test_on_a_space_the_visitor_is_the_rightmost_public_forwarded_address():
+    keys_of = VisitorIds(on_space=True).keys_of
+    # The platform's proxies append what they saw and sit on private addresses; what the client
+    # wrote itself is to the left and is never read.
+    assert keys_of(None, "10.16.3.80", "93.184.216.34") == ("address:93.184.216.34",)
+    assert keys_of(None, "10.16.3.80", "6.6.6.6, 93.184.216.34, 10.16.0.2") == ("address:93.184.216.34",)
+    assert keys_of("s", "10.16.3.80", "1.1.1.1, 2.2.2.2, 93.184.216.34") == ("session:s", "address:93.184.216.34")
+    # No public address in it: no address key (the door's per-lane bounds for the anonymous apply).
+    assert keys_of("s", "10.16.3.80", "10.0.0.1") == ("session:s",)
+    assert keys_of("s", "10.16.3.80", None) == ("session:s",)
+    assert VisitorIds.from_environment().on_space is False
+
+
+def test_a_claim_whose_job_gradio_forgot_is_free_and_a_finished_race_gives_way_to_its_sessions_next():
+    admission = Admission()
+    live = {"yes": True}
+    claim = admission.claim("a race", ("session:a", "address:1.2.3.4"), alive=lambda: live["yes"],
+                            successor="session:a")
+    with pytest.raises(VisitorBusy):
+        admission.claim("a replay", ("session:b", "address:1.2.3.4"))
+    # The same session's next Run is refused while the race runs, admitted once its step view may go.
+    with pytest.raises(VisitorBusy):
+        admission.claim("a race", ("session:a", "address:1.2.3.4"))
+    claim.give_way()
+    with pytest.raises(VisitorBusy):
+        admission.claim("a race", ("session:z", "address:1.2.3.4"))  # another session: still one job
+    second = admission.claim("a race", ("session:a", "address:1.2.3.4"), alive=lambda: True)
+    claim.release()  # the superseded job ends: the newer claim keeps the keys
+    with pytest.raises(VisitorBusy):
+        admission.claim("a race", ("address:1.2.3.4",))
+    second.release()
+    # A claim whose event Gradio dropped without a release (its client vanished) frees its keys.
+    third = admission.claim("a race", ("address:1.2.3.4",), alive=lambda: live["yes"])
+    live["yes"] = False
+    admission.claim("a race", ("address:1.2.3.4",)).release()
+    # A held claim covers the job run under it and stays its holder's to release.
+    with admission.visiting("a chat turn", third) as ticket:
+        assert ticket is third
 
 
 # -- through the page, as a stranger's client sends it ------------------------------------------
@@ -93,10 +142,20 @@ def test_a_second_race_from_the_same_client_is_refused_while_another_client_gets
     try:
         first = hog.submit(*race_args(prompt=STORY, max_new_tokens=1024), api_name="/race")
         wait_for(lambda: arena.admission.state()["running"] == "a race", "the first race to hold the machine")
+        # Refused where Gradio's queue accepts events (demo.web.visitors.QueueDoor): HTTP 429 and the
+        # sentence (the page shows it; gradio_client raises its HTTP error), nothing queued.
         second = hog.submit(*race_args(max_new_tokens=16), api_name="/race")
-        with pytest.raises(Exception) as info:
+        with pytest.raises(Exception, match="429"):
             second.result(timeout=HANG_GUARD_S)
-        assert_one_clear_sentence(str(info.value), BUSY)
+        fn_index = next(fn._id for fn in running_app.fns.values() if fn.api_name == "race")
+        request = urllib.request.Request(running_app.local_url + "gradio_api/queue/join", headers={
+            "Content-Type": "application/json"}, data=json.dumps({
+                "data": race_args(max_new_tokens=16), "fn_index": fn_index, "session_hash": hog.session_hash,
+                "event_data": None, "trigger_id": None}).encode())
+        with pytest.raises(urllib.error.HTTPError) as info:
+            urllib.request.urlopen(request, timeout=60)
+        assert info.value.code == 429
+        assert_one_clear_sentence(json.loads(info.value.read())["detail"], BUSY)
         assert not first.done()  # the refusal did not touch the running race
 
         admitted = other.submit(*race_args(max_new_tokens=16), api_name="/race")

@@ -10,7 +10,9 @@ One visitor, one job: a job's caller claims it for its visitor (opaque keys the 
 makes from the Gradio session and, where it knows it, the client's address) before it
 waits; until the caller lets go (its run ended, Stop, tab closed), any other claim naming
 one of those keys is refused with a sentence, so one client cannot fill the line that
-everyone shares.
+everyone shares. The page takes that claim where Gradio accepts the event
+(demo.web.visitors.QueueDoor), with `alive` telling when Gradio has forgotten it, and runs the
+event's jobs under it (a held Ticket passed as the visitor).
 
 A slot is held by the job's worker threads, not by the generator a web handler iterates:
 closing that generator (Stop) only asks the workers to stop, and the slot is released when
@@ -26,7 +28,7 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass
-from typing import Callable, Iterator, Optional, Sequence
+from typing import Callable, Iterator, Optional, Sequence, Union
 
 from ..core.errors import Cancelled, DemoError
 
@@ -49,6 +51,14 @@ class Ticket:
     _admission: "Admission"
     _released: bool = False
     visitor: tuple = ()  # a claim's: the keys of the visitor it is for, free again at release
+    alive: Optional[Callable[[], bool]] = None  # a claim's: False once its job has ended unseen
+    successor: Optional[str] = None  # a claim's: the key a newer claim may take it over by, after give_way
+    _giving_way: bool = False
+
+    def give_way(self) -> None:
+        """The claim's heavy part is over (a race's step view may follow): a new claim naming
+        `successor` (the same session's next race) is admitted, and this job is superseded."""
+        self._giving_way = True
 
     def release(self) -> None:
         """Give the slot back (idempotent: a Stop and the normal end may both call it)."""
@@ -77,23 +87,32 @@ class Admission:
         self._numbers = itertools.count(1)
         self._visitors: dict[str, Ticket] = {}  # visitor key -> its claim
 
-    def claim(self, what: str, visitor: Sequence[str]) -> Ticket:
+    def claim(self, what: str, visitor: Sequence[str], alive: Optional[Callable[[], bool]] = None,
+              successor: Optional[str] = None) -> Ticket:
         """Hold one job for a visitor: refused with a sentence (VisitorBusy) while a claim with
         one of its keys is held. The claim takes no slot; release it when the caller is done
         with the job (its stream ended, Stop, tab closed), whether or not it ever got the slot.
         A cluster's page claims the same way (its runs wait in the replicas' queues)."""
         with self._cond:
+            for held in [self._visitors[k] for k in visitor if k in self._visitors]:
+                if held.alive is not None and not held.alive():
+                    self._forget_visitor(held)  # its job ended without a release (Gradio dropped it)
             busy = next((self._visitors[k] for k in visitor if k in self._visitors), None)
-            if busy is not None:
+            if busy is not None and not (busy._giving_way and busy.successor in visitor):
                 raise VisitorBusy(f"You already have {busy.what} running or waiting; wait for it to finish "
                                   "or press Stop.")
-            ticket = Ticket(next(self._numbers), what, time.monotonic(), self, visitor=tuple(visitor))
+            ticket = Ticket(next(self._numbers), what, time.monotonic(), self, visitor=tuple(visitor),
+                            alive=alive, successor=successor)
             self._visitors.update(dict.fromkeys(ticket.visitor, ticket))
             return ticket
 
     @contextlib.contextmanager
-    def visiting(self, what: str, visitor: Sequence[str]) -> Iterator[Ticket]:
-        """The visitor's claim (above) for the duration of a `with` block."""
+    def visiting(self, what: str, visitor: Union[Sequence[str], Ticket]) -> Iterator[Ticket]:
+        """The visitor's claim (above) for the duration of a `with` block; a claim the caller
+        already holds for this job (a Ticket) covers it, and stays the caller's to release."""
+        if isinstance(visitor, Ticket):
+            yield visitor
+            return
         claim = self.claim(what, visitor)
         try:
             yield claim

@@ -139,17 +139,24 @@ def check_fits(runners: dict, prompts: dict, settings: GenerationSettings, conve
 
 
 def run(arena: Backend, request: RaceRequest, conversation: Conversation,
-        stop: Optional[threading.Event] = None, heartbeats: bool = False) -> Iterator:
+        stop: Optional[threading.Event] = None, visitor=(), heartbeats: bool = False) -> Iterator:
     """One turn: the request's prompt is the new user message. Validate, wait for the CPU
     (StatusEvents), then race both sides on their own histories, recording the turn into
-    `conversation` as it streams. Closing the iterator stops the turn without waiting;
-    `heartbeats` as in Arena.run."""
+    `conversation` as it streams. `visitor`: whose turn it is (Admission.claim: one job per
+    visitor, like a race). Closing the iterator stops the turn without waiting; `heartbeats`
+    as in Arena.run."""
     text = validate_prompt(request.prompt)
     settings = request.settings.validated()
     placement.check_options(request.options, settings)
     request = replace(request, mode="race")
     name = arena.presets.get(request.preset).name
     conversation.check(name)
+    with arena.admission.visiting("a chat turn", visitor):
+        yield from _turn(arena, request, conversation, stop, text, settings, name)
+
+
+def _turn(arena: Backend, request: RaceRequest, conversation: Conversation, stop: Optional[threading.Event],
+          text: str, settings: GenerationSettings, name: str) -> Iterator:
     conversation.claim()
     stop = stop or threading.Event()
     try:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import errno
 import hashlib
 import json
+import logging
 import os
 import re
 import threading
@@ -311,13 +312,15 @@ class ModelStore:
         if isinstance(spec, HubSource):
             from huggingface_hub import constants
 
-            folder, env = Path(constants.HF_HUB_CACHE), "HF_HUB_CACHE"
+            folder, env, name = Path(constants.HF_HUB_CACHE), "HF_HUB_CACHE", "the Hugging Face cache"
         else:
-            folder, env = self.cache_dir, CACHE_ENV
+            folder, env, name = self.cache_dir, CACHE_ENV, "the model cache"
         need = self.space_needed(spec, fmt)
         amount = f"about {_size(need)}" if need else "several GB"
+        # The folder goes to the operator's log only: this sentence may reach a visitor's page.
+        logging.getLogger(__name__).warning("the disk filled up while preparing the %s in %s", role, folder)
         return DemoError(
-            f"The disk filled up while preparing the {role}: it needs {amount} free in {folder}; "
+            f"The disk filled up while preparing the {role}: it needs {amount} free in {name}; "
             f"free space there (or set {env} to a folder on a bigger disk) and retry."
         )
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
+from typing import Optional
 
 import gradio as gr
 
@@ -10,7 +12,7 @@ from ..core.errors import DemoError
 from ..engine.backend import Backend
 from . import checks, load_section
 from .race_tab import MAX_ASSISTANT_TOKENS_UI
-from .visitors import VisitorIds
+from .visitors import QueueDoor, VisitorIds, owner_of
 
 KEEP_BENCH_RESULTS = 4  # benchmark result folders (JSON + plot) on disk at once; older ones are deleted
 
@@ -56,8 +58,9 @@ def bench_plan(arena: Backend, preset_name, mode_list, class_list, ks_text, with
                 prompts=n_prompts, repeats=repeats, max_tokens=max_tokens, runs=runs, seconds=seconds)
 
 
-def build(arena: Backend, choices: list, default_preset: str, visitor_ids: VisitorIds = VisitorIds()) -> None:
+def build(arena: Backend, choices: list, default_preset: str, door: Optional[QueueDoor] = None) -> None:
     """Run the benchmark sweep (demo.bench) from the page and show its table and plot."""
+    door = door or QueueDoor(VisitorIds(), arena.admission)
     import html
     import queue
 
@@ -131,21 +134,24 @@ def build(arena: Backend, choices: list, default_preset: str, visitor_ids: Visit
                 ticket.release()
                 updates.put(None)
 
-        try:  # one job per visitor (Admission.claim), until this handler ends
-            claim = arena.admission.claim("a benchmark", visitor_ids.keys(http))
-        except DemoError as e:
-            raise gr.Error(str(e), print_exception=False)
-        threading.Thread(target=work, name="page-bench", daemon=True).start()
-        try:
-            while (message := updates.get()) is not None:
-                yield f"<p class='bench-progress'>{html.escape(message)}</p>", None, None
-        finally:
-            stop_flag.set()  # Stop pressed or tab closed: the sweep ends after the run in flight
-            claim.release()
+        with contextlib.ExitStack() as held:
+            try:  # one job per visitor (Admission.claim), until this handler ends
+                held.enter_context(arena.admission.visiting("a benchmark", door.ids.keys(http)))
+            except DemoError as e:
+                raise gr.Error(str(e), print_exception=False)
+            threading.Thread(target=work, name="page-bench", daemon=True).start()
+            try:
+                while (message := updates.get()) is not None:
+                    yield f"<p class='bench-progress'>{html.escape(message)}</p>", None, None
+            finally:
+                stop_flag.set()  # Stop pressed or tab closed: the sweep ends after the run in flight
         if "error" in outcome:
             raise gr.Error(outcome["error"], print_exception=False)
         result = outcome["result"]
-        out = results.new_folder()
+        try:
+            out = results.new_folder(owner_of(door.ids.keys(http)))
+        except DemoError as e:
+            raise gr.Error(str(e), print_exception=False)
         bench.write_json(result, out / "bench.json")
         bench.write_plot(result, out / "bench.png")
         yield (f"<pre class='bench-table'>{html.escape(bench.format_table(result))}</pre>",
@@ -153,5 +159,6 @@ def build(arena: Backend, choices: list, default_preset: str, visitor_ids: Visit
 
     bench_event = run.click(run_bench, inputs, [table, plot, download],
                             concurrency_limit=1, concurrency_id="bench", api_name="bench", preprocess=False)
+    door.heavy("a benchmark", bench_event)
     stop.click(None, None, None, cancels=[bench_event])
     load_section.build(arena, choices, default_preset, visitor_ids)  # throughput under load, below the sweep

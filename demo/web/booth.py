@@ -21,6 +21,7 @@ from ..core.errors import DemoError
 from ..records import outcomes, recording
 from ..records.scoreboard import Scoreboard
 from .files import Downloads
+from .visitors import owner_of
 
 log = logging.getLogger(__name__)
 
@@ -45,9 +46,9 @@ class RecordingFiles:
             return cls(KEEP_RECORDING_FILES)
         return cls(KEEP_PRIVATE_RECORDINGS, max_age_s=PRIVATE_RECORDING_S)
 
-    def write(self, rec: recording.Recording) -> Path:
+    def write(self, rec: recording.Recording, owner: str = "") -> Path:
         data = recording.dumps(rec)
-        path = self.downloads.new_folder() / f"arena-{rec.kind}-{time.strftime('%Y%m%d-%H%M%S')}.json"
+        path = self.downloads.new_folder(owner) / f"arena-{rec.kind}-{time.strftime('%Y%m%d-%H%M%S')}.json"
         path.write_bytes(data)
         return path
 
@@ -82,7 +83,7 @@ class Booth:
                                      elem_id="race-recording", size="sm")
         return RaceHooks(self, arena, download)
 
-    def finish(self, arena, request, results: dict, how: str, kind: str, download) -> dict:
+    def finish(self, arena, request, results: dict, how: str, kind: str, download, visitor=()) -> dict:
         """After a finished race: the scoreboard row and the recording; a warning (never an
         error) when either fails, so the visitor still gets the race's summary."""
         try:
@@ -98,7 +99,7 @@ class Booth:
         if outcome.recording is None or self.kiosk:
             return {}
         try:
-            path = self.files.write(outcome.recording)
+            path = self.files.write(outcome.recording, owner_of(visitor))
         except DemoError as e:
             gr.Warning(f"This race could not be saved for download ({e}); the scoreboard has it.")
             return {}
@@ -109,17 +110,19 @@ class Booth:
         return {download: gr.DownloadButton(value=str(path), visible=True)}
 
     # -- the other tabs and the kiosk ----------------------------------------------------------
-    def add_tabs(self, arena, race_handlers: int, visitor_ids=None) -> None:
+    def add_tabs(self, arena, race_handlers: int, door=None) -> None:
         from . import chat_tab, recordings_tab, scoreboard_tab, three_way_tab
+        from .visitors import QueueDoor, VisitorIds
 
+        door = door or QueueDoor(VisitorIds(), arena.admission)
         with gr.Tab("Chat", id="chat"):
-            chat_tab.build(arena, race_handlers, self.kiosk)
+            chat_tab.build(arena, race_handlers, self.kiosk, door)
         with gr.Tab("Three-way race", id="three-way"):
-            three_way_tab.build(arena, self, race_handlers, visitor_ids)
+            three_way_tab.build(arena, self, race_handlers, door)
         with gr.Tab("Recorded races", id="recordings"):
-            recordings_tab.build(self)
+            recordings_tab.build(self, arena.admission, door)
         with gr.Tab("Scoreboard", id="scoreboard") as tab:
-            scoreboard_tab.build(arena, self, tab)
+            scoreboard_tab.build(arena, self, tab, door)
 
     def install_kiosk(self, demo: gr.Blocks, examples: list) -> None:
         if self.kiosk:
@@ -139,5 +142,5 @@ class RaceHooks:
     def started(self) -> dict:
         return {self.download: gr.DownloadButton(visible=False)}
 
-    def finished(self, request, results: dict, summary) -> dict:
-        return self.booth.finish(self.arena, request, results, summary.how, "race", self.download)
+    def finished(self, request, results: dict, summary, visitor=()) -> dict:
+        return self.booth.finish(self.arena, request, results, summary.how, "race", self.download, visitor)

@@ -101,7 +101,10 @@ def _row(label: str, base: chat.Totals, spec: chat.Totals, attrs: str) -> str:
     return f"<tr {attrs}{data}>" + "".join(f"<td>{html.escape(c)}</td>" for c in cells) + "</tr>"
 
 
-def build(arena, race_handlers: int, kiosk: bool = False) -> None:
+def build(arena, race_handlers: int, kiosk: bool = False, door=None) -> None:
+    from .visitors import QueueDoor, VisitorIds
+
+    door = door or QueueDoor(VisitorIds(), arena.admission)
     names = list(arena.presets.presets)
     default = arena.presets.get(None).name
     method = method_of(arena, default)
@@ -148,7 +151,7 @@ def build(arena, race_handlers: int, kiosk: bool = False) -> None:
                [stats_html(conv, side) if side in sides else keep for side in SIDES] + \
                [turns_html(conv), status_text, "" if clear_message else keep]
 
-    def send_turn(text, preset_name, max_new_tokens, assistant_tokens, conv):
+    def send_turn(http: gr.Request, text, preset_name, max_new_tokens, assistant_tokens, conv):
         try:
             request = parse_inputs(arena, text, preset_name, max_new_tokens, assistant_tokens)
         except DemoError as e:
@@ -156,7 +159,7 @@ def build(arena, race_handlers: int, kiosk: bool = False) -> None:
         stop_flag = threading.Event()
         throttle, dirty, started = Throttle(), set(), False
         try:
-            events = chat.run(arena, request, conv, stop_flag, heartbeats=True)
+            events = chat.run(arena, request, conv, stop_flag, door.ids.keys(http), heartbeats=True)
             try:
                 for event in events:
                     if event is None:  # a heartbeat (a prefill): a yield where Stop can land
@@ -187,6 +190,7 @@ def build(arena, race_handlers: int, kiosk: bool = False) -> None:
                       concurrency_limit=race_handlers, concurrency_id="race")
     submitted = message.submit(send_turn, inputs, outputs, api_visibility="private", preprocess=False,
                                concurrency_limit=race_handlers, concurrency_id="race")
+    door.heavy("a chat turn", sent, submitted)
     stop.click(lambda: STOPPED, None, status, cancels=[sent, submitted], api_visibility="private", queue=False)
 
     def new_chat():

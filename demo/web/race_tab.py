@@ -143,12 +143,14 @@ def stream_race(arena: Backend, request: RaceRequest, view: RaceView, components
         yield from _replay(view, results, components, stop_flag)
     summary = arena.summarize(results, request)
     if finished is not None:  # demo.web: a scoreboard row and a recording to download
-        view.extra.update(finished(request, results, summary))
+        view.extra.update(finished(request, results, summary, visitor))
     view.summary = render.summary_html(summary) + render.why_html(summary.why)
     view.histogram = step_view.charts_html(results[SPECULATIVE].chunks, request.settings, step_view.costs(arena, request))
     view.status = ""
     view.dirty.update(SIDES)
     yield view.outputs(components)
+    if hasattr(visitor, "give_way"):  # the door's claim: the same session's next Run may supersede the step view
+        visitor.give_way()
     yield from step_view.follow(arena, request, results, view, components, stop_flag, superseded)
 
 

@@ -18,12 +18,16 @@ import threading
 
 import gradio as gr
 
+from ..core.errors import DemoError
 from ..records import playback, recording
 from ..records.recording import RecordingError
 from . import render, step_view
 from .lanes import TITLES, LanePanels, LanesView, replay_into
 
-REPLAY_HANDLERS = 8  # replays only sleep between steps; each is bounded by recording.MAX_SECONDS
+# Replays only sleep between steps, each bounded by recording.MAX_SECONDS; they have a lane of
+# their own ("replay"): this many at once, and at most demo.web.visitors.LANE_WAITING["replay"]
+# waiting, so replays never fill the queue that races and chats need.
+REPLAY_HANDLERS = 8
 SLOTS = ("lane1", "lane2", "lane3")
 
 
@@ -50,7 +54,14 @@ def label_html(rec: recording.Recording) -> str:
             f'<br><span class="prompt">Prompt: {esc(rec.prompt)}</span></div>')
 
 
-def build(booth) -> None:
+def build(booth, admission=None, door=None) -> None:
+    """`admission`, `door`: a replay is a visitor's one job too (demo.web.visitors); without them
+    (a page built in a test) replays are limited only by their lane."""
+    from ..engine.admission import Admission
+    from .visitors import QueueDoor, VisitorIds
+
+    admission = admission or Admission()
+    door = door or QueueDoor(VisitorIds(), admission)
     shipped = playback.shipped(booth.recordings_dir)
     choices = [(f"{playback.title(rec)} — {playback.machine_label(rec)}, {playback.date_label(rec)}", name)
                for name, rec in shipped.items()]
@@ -70,7 +81,14 @@ def build(booth) -> None:
     panels = LanePanels("replay", SLOTS, [TITLES["baseline"], TITLES["speculative"], TITLES["lookup"]], shown=2)
     outputs = panels.components() + [label]
 
-    def replay(rec: recording.Recording):
+    def replay(rec: recording.Recording, http):
+        try:
+            with admission.visiting("a replay", door.ids.keys(http)):
+                yield from _replay(rec)
+        except DemoError as e:
+            raise gr.Error(str(e), print_exception=False)
+
+    def _replay(rec: recording.Recording):
         results = playback.to_results(rec)
         lanes = [lane.name for lane in rec.lanes]
         view = LanesView(panels, lanes, placeholder="")
@@ -96,12 +114,12 @@ def build(booth) -> None:
         finally:
             stop_flag.set()
 
-    def replay_shipped(name):
+    def replay_shipped(name, http: gr.Request):
         if not isinstance(name, str) or name not in shipped:
             raise gr.Error("Choose one of the recorded races in the list, then press Replay.", print_exception=False)
-        yield from replay(shipped[name])
+        yield from replay(shipped[name], http)
 
-    def replay_upload(path):
+    def replay_upload(path, http: gr.Request):
         if path is None:  # the upload was cleared
             return
         if not isinstance(path, str):
@@ -110,12 +128,13 @@ def build(booth) -> None:
             rec = recording.load(path)
         except RecordingError as e:
             raise gr.Error(str(e), print_exception=False)
-        yield from replay(rec)
+        yield from replay(rec, http)
 
     shipped_event = play.click(replay_shipped, choice, outputs, api_visibility="private",
                                concurrency_limit=REPLAY_HANDLERS, concurrency_id="replay")
     upload_event = upload.upload(replay_upload, upload, outputs, api_visibility="private",
                                  concurrency_limit=REPLAY_HANDLERS, concurrency_id="replay")
+    door.heavy("a replay", shipped_event, upload_event)
     stop.click(None, None, None, cancels=[shipped_event, upload_event])
     # Empty the upload box afterwards (replayed or refused), ready for the next file. Both
     # listeners: in Gradio 6.31 `.then` does not fire after a refusal (gr.Error).

@@ -18,15 +18,18 @@ import gradio as gr
 
 from ..engine import three_way
 from ..records.scoreboard import DEFAULT_MAX_NEW_TOKENS, VISITOR, ScoreboardError, Standings
+from ..core.errors import DemoError
 from .files import Downloads
 from .render import esc
 from .style import LOOKUP_COLOUR
+from .visitors import VisitorIds, owner_of
 
 POLL_S = 5.0
 MAX_DOTS = 80  # per row; a group of thousands of races is drawn as its quantiles
 METHODS = {"draft": "draft model", "prompt_lookup": "prompt lookup"}
 SPEEDUP_COLOUR = "#0072B2"
 KEEP_EXPORTS = 4  # CSV files on disk at once (each at most csv_export.PAGE_EXPORT_ROWS rows)
+MAX_GROUPS = 40  # configurations drawn (the most raced); the rest are counted in one line
 log = logging.getLogger(__name__)
 
 
@@ -128,7 +131,14 @@ def _ticks(lo: float, hi: float) -> list:
 
 
 def board_html(standings: Standings, presets) -> str:
+    """The table and plot, of the MAX_GROUPS configurations with the most races: visitors' settings
+    (K, threshold, length, sampling, mode) make thousands of groups, and megabytes of HTML."""
     groups = standings.groups
+    hidden = []
+    if len(groups) > MAX_GROUPS:
+        shown = set(map(id, sorted(groups, key=lambda g: -g.count)[:MAX_GROUPS]))
+        hidden = [g for g in groups if id(g) not in shown]
+        groups = [g for g in groups if id(g) in shown]
     one_preset = len({g.preset for g in groups}) == 1
     labels = [("" if one_preset else f"{g.preset} · ") + f"{class_label(g.prompt_class, presets)} · "
               f"{METHODS.get(g.method, g.method)}" for g in groups]
@@ -152,10 +162,15 @@ def board_html(standings: Standings, presets) -> str:
             f"<td>{g.quantile(0.25):.2f}–{g.quantile(0.75):.2f}×</td>"
             f"<td>{g.speedups[0]:.2f}–{g.speedups[-1]:.2f}×</td></tr>")
     rows.append("</table>")
+    if hidden:
+        races = sum(g.count for g in hidden)
+        rows.append(f'<p class="scoreboard-more" data-hidden="{len(hidden)}">{len(hidden):,} more configurations '
+                    f'({races:,} races) are not shown; Export CSV has every race.</p>')
     return f'<div class="scoreboard">{head}{plot_svg(groups, labels, sublabels=configs)}{"".join(rows)}</div>'
 
 
-def build(arena, booth, tab) -> None:
+def build(arena, booth, tab, door=None) -> None:
+    ids = door.ids if door is not None else VisitorIds()
     gr.Markdown(
         "Every race that finished on this page (both sides done, not stopped), kept across restarts: "
         "how much faster speculative decoding was, per model pair, prompt, method and settings (races "
@@ -186,18 +201,19 @@ def build(arena, booth, tab) -> None:
             drawn = -1
         return render(drawn)
 
-    def export_csv():
-        out = exports.new_folder() / f"scoreboard-{time.strftime('%Y%m%d-%H%M%S')}.csv"
+    def export_csv(http: gr.Request):
         try:
+            out = exports.new_folder(owner_of(ids.keys(http))) / f"scoreboard-{time.strftime('%Y%m%d-%H%M%S')}.csv"
             booth.board(arena).export_csv(out)
-        except ScoreboardError as e:
+        except (ScoreboardError, DemoError) as e:
             raise gr.Error(str(e), print_exception=False)
         except OSError as e:  # a full disk: the path and errno go to the log, the visitor gets a sentence
-            log.warning("scoreboard export to %s failed: %s", out, e)
+            log.warning("scoreboard export failed: %s", e)
             raise gr.Error("The scoreboard could not be exported just now; try again later.", print_exception=False)
         return gr.File(value=str(out), visible=True)
 
-    tab.select(lambda: render(), None, [board, seen], api_visibility="private", queue=False)
+    # Selecting the tab again sends nothing when no race was added since this page drew the board.
+    tab.select(poll, seen, [board, seen], api_visibility="private", queue=False)
     ticker.tick(poll, seen, [board, seen], api_visibility="private", queue=False)
     export.click(export_csv, None, csv_file, api_visibility="private", concurrency_limit=1,
                  concurrency_id="scoreboard-export")

@@ -20,7 +20,7 @@ from ..engine import three_way
 from ..engine.arena import RaceRequest
 from . import checks
 from .lanes import LanePanels, LanesView, Throttle, replay_into
-from .visitors import VisitorIds
+from .visitors import QueueDoor, VisitorIds
 
 MAX_NEW_TOKENS = 512     # three runs one after the other: keep a visitor's wait bounded
 MAX_ASSISTANT_TOKENS = 16
@@ -74,8 +74,9 @@ def summary_html(s: three_way.ThreeWaySummary) -> str:
             + "<br>".join(rows) + "</div>")
 
 
-def build(arena, booth, race_handlers: int, visitor_ids=None) -> None:
-    visitor_ids = visitor_ids or VisitorIds()
+def build(arena, booth, race_handlers: int, door=None) -> None:
+    door = door or QueueDoor(VisitorIds(), arena.admission)
+    visitor_ids = door.ids
     names = presets_with_a_draft(arena)
     default = arena.presets.get(None)
     first = default.name if default.name in names else (names[0] if names else None)
@@ -129,6 +130,7 @@ def build(arena, booth, race_handlers: int, visitor_ids=None) -> None:
                       concurrency_limit=race_handlers, concurrency_id="race")
     submit = prompt.submit(run_three, [prompt, preset, k, max_new], outputs, api_visibility="private",
                            preprocess=False, concurrency_limit=race_handlers, concurrency_id="race")
+    door.heavy("a three-way race", event, submit)
     stop.click(None, None, None, cancels=[event, submit])
     examples.click(lambda x: x[0], examples, prompt, api_visibility="private", queue=False)
 
@@ -181,5 +183,5 @@ def _stream(arena, booth, request: RaceRequest, view: LanesView, download, stop_
     view.summary = summary_html(summary)
     view.status = ""
     view.dirty.update(three_way.LANES)
-    view.extra.update(booth.finish(arena, request, results, summary.how, "three-way", download))
+    view.extra.update(booth.finish(arena, request, results, summary.how, "three-way", download, visitor))
     yield view.outputs()

@@ -7,6 +7,7 @@ the startup line. Knows the engine's front door (demo.engine.backend.Backend), n
 
 from __future__ import annotations
 
+import re
 import threading
 from typing import Optional
 
@@ -19,9 +20,16 @@ from ..engine.backend import Backend
 from . import bench_tab, render, step_view
 from .booth import Booth
 from .race_tab import METHODS, RaceView, parse_race_inputs, stream_race
-from .visitors import VisitorIds
+from .visitors import QueueDoor, VisitorIds
 
 THEME = gr.themes.Soft()
+# An absolute path of this machine (a cache folder, a model file): never shown to visitors.
+_PATH = re.compile(r"(?<![\w.:/~])~?/(?:[^\s/'\"()\[\],;]+/)*[^\s/'\"()\[\],;]*[^\s/'\"()\[\],;.]")
+
+
+def no_paths(text: str) -> str:
+    """`text` with every absolute path replaced by "a folder on the server"."""
+    return _PATH.sub("a folder on the server", text)
 
 
 # Race handlers Gradio runs at once. The engine's admission point serializes the heavy part
@@ -41,8 +49,12 @@ def preset_choices(arena: Backend) -> list:
 
 
 def build_demo(arena: Backend, bench_enabled: bool = True, booth: Optional[Booth] = None,
-               visitor_ids: VisitorIds = VisitorIds()) -> gr.Blocks:
+               door: Optional[QueueDoor] = None) -> gr.Blocks:
+    """The page; `door` (demo.web.visitors) marks its heavy events, and app.make_demo installs it
+    in the page's queue."""
     booth = booth or Booth()  # kiosk, scoreboard, recordings (demo.web)
+    door = door or QueueDoor(VisitorIds(), arena.admission)
+    visitor_ids = door.ids
     presets = arena.presets
     default = presets.get(None)
     devices = arena.devices()
@@ -166,6 +178,7 @@ def build_demo(arena: Backend, bench_enabled: bool = True, booth: Optional[Booth
             submit_event = prompt.submit(run_race, inputs, list(components.values()),
                                          concurrency_limit=RACE_HANDLERS, concurrency_id="race", preprocess=False,
                                          api_visibility="private", trigger_mode="multiple")
+            door.heavy("a race", run_event, submit_event)
             stop.click(None, None, None, cancels=[run_event, submit_event])
             # Light events skip the queue: they must never wait behind races, nor fill the queue.
             examples.click(lambda x: x[0], examples, prompt, api_visibility="private", queue=False)
@@ -195,11 +208,11 @@ def build_demo(arena: Backend, bench_enabled: bool = True, booth: Optional[Booth
                               [method, use_threshold, threshold, exact, device_note],
                               api_visibility="private", queue=False)
 
-        booth.add_tabs(arena, RACE_HANDLERS, visitor_ids)  # Chat, Three-way race, Recorded races, Scoreboard
+        booth.add_tabs(arena, RACE_HANDLERS, door)  # Chat, Three-way race, Recorded races, Scoreboard
         booth.install_kiosk(demo, default.examples)
         if bench_enabled:
             with gr.Tab("Benchmark", id="benchmark"):
-                bench_tab.build(arena, choices, default.name, visitor_ids)
+                bench_tab.build(arena, choices, default.name, door)
 
         # The app prepares the default pair when it starts (app.py); the page only shows
         # how far that got, polling cheaply until it is ready.
@@ -207,8 +220,9 @@ def build_demo(arena: Backend, bench_enabled: bool = True, booth: Optional[Booth
 
         def startup_status():
             phase, message = arena.startup.get()
+            message = no_paths(message)  # every visitor reads this line: the terminal has the folders
             # What OpenVINO crashed on here, and was skipped (demo.engine.safety), stays on the page.
-            skipped = "".join(f"\n\n⚠️ {s}." for s in arena.skipped_configurations())
+            skipped = "".join(f"\n\n⚠️ {no_paths(s)}." for s in arena.skipped_configurations())
             if phase == "preparing":
                 return f"⏳ {message}{skipped}", gr.Timer(active=True)
             if phase == "failed":

@@ -1,52 +1,207 @@
-"""Who a page event comes from, as the opaque keys the engine's admission limits to one
-heavy job each (demo.engine.admission.Admission.enter).
+"""Who a page event comes from, and the door every queued event passes (QueueDoor).
 
-Every visitor has a Gradio session. Their address is used too, where the app knows it: a
-peer on a public address is the visitor. A loopback or private peer is usually a reverse
-proxy or a platform's load balancer (Spaces, a container network) that every visitor comes
-through, so keying by it would give the whole audience one job; behind such a proxy the
-operator may say to trust the address it appends to X-Forwarded-For (--trust-forwarded-for).
+A visitor is their address where the app can trust one, refined by their Gradio session
+(which the client chooses, so a script rotates it at will: it only ever narrows a visitor):
+
+- On a Hugging Face Space (SPACE_ID set) the peer is the platform's proxy, on a private
+  address, and the visitor's address is in X-Forwarded-For. A client may write anything
+  there itself, but each proxy *appends* the address it received the request from, and the
+  platform's own hops are on private addresses: so the visitor is the rightmost public
+  (globally routable) entry, the one the platform's edge saw. What the client wrote is to
+  its left and is never read.
+- Behind the operator's own reverse proxy (--trust-forwarded-for): the rightmost entry, the
+  one that proxy appended (a booth LAN's visitors may have private addresses).
+- Otherwise the peer's own address; a loopback peer (the operator, or a local proxy every
+  visitor comes through) names nobody, so it gives no address key.
+
+The door (QueueDoor.install) sits in Gradio's Queue.push, where every queued event, from
+the page, gradio_client or a raw POST (by api_name or by fn_index, private or not), is
+accepted or refused before it takes a place in line. A heavy event (race, fair, three-way,
+chat turn and the step view after a race, replay, benchmark) takes its visitor's one claim
+(demo.engine.admission.Admission.claim) there, held until Gradio forgets the event; a
+second one is refused with HTTP 429 and a sentence. Every lane (concurrency id) may hold
+only so many waiting events, and visitors without a trustworthy address at most half of a
+lane, so no lane and no rotating script fills Gradio's one line (queue max_size) that
+every other event needs.
 """
 
 from __future__ import annotations
 
 import ipaddress
-from dataclasses import dataclass
-from typing import Optional
+import os
+from dataclasses import dataclass, field
+from typing import Optional, Union
+
+from ..engine.admission import Admission, Ticket, VisitorBusy
+
+SPACE_ENV = "SPACE_ID"  # set by Hugging Face Spaces in every Space's container
+SCOPE_KEY = "arena.claim"  # where the door leaves an event's claim for its handler (the ASGI scope)
+# Waiting events a lane may hold (all visitors together); a lane not named here gets DEFAULT_WAITING.
+# Their sum stays under app.MAX_QUEUE, so one lane never fills Gradio's line.
+LANE_WAITING = {"race": 6, "replay": 2, "bench": 1}
+DEFAULT_WAITING = 2
 
 
 @dataclass(frozen=True)
 class VisitorIds:
     trust_forwarded_for: bool = False  # the operator's proxy sets X-Forwarded-For; believe its last entry
+    on_space: bool = False             # a Hugging Face Space: the platform's proxy sets X-Forwarded-For
 
-    def keys(self, request) -> tuple:
-        """The keys of the visitor behind a gr.Request (None: called without one, e.g. in-process)."""
+    @classmethod
+    def from_environment(cls, trust_forwarded_for: bool = False) -> "VisitorIds":
+        return cls(trust_forwarded_for, on_space=bool(os.environ.get(SPACE_ENV)))
+
+    @property
+    def public(self) -> bool:
+        """Whether strangers reach the page through a proxy (a Space, or the operator's own)."""
+        return self.on_space or self.trust_forwarded_for
+
+    def address(self, host: Optional[str], forwarded_for: Optional[str]) -> Optional[str]:
+        """The visitor's address, or None where no address can be trusted to name them."""
+        entries = [e.strip() for e in (forwarded_for or "").split(",") if e.strip()]
+        if self.on_space:
+            return next((e for e in reversed(entries) if _global(e)), None)
+        if self.trust_forwarded_for and entries:
+            return entries[-1]
+        return host if _names_a_visitor(host) else None
+
+    def keys_of(self, session_hash: Optional[str], host: Optional[str],
+                forwarded_for: Optional[str] = None) -> tuple:
+        keys = [f"session:{session_hash}"] if session_hash else []
+        address = self.address(host, forwarded_for)
+        if address:
+            keys.append(f"address:{address}")
+        return tuple(keys)
+
+    def keys_of_scope(self, scope: dict, session_hash: Optional[str] = None) -> tuple:
+        """The keys of an ASGI request (demo.web.limits, the door)."""
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers") or ()}
+        client = scope.get("client") or (None, None)
+        return self.keys_of(session_hash, client[0], headers.get("x-forwarded-for"))
+
+    def keys(self, request) -> Union[tuple, Ticket]:
+        """Whose job a handler's event is: the claim the door took for it (the handler's job runs
+        under that claim), else the visitor's keys (None: called in-process, limited by nothing)."""
         if request is None:
             return ()
-        forwarded = None
-        if self.trust_forwarded_for:
-            forwarded = (request.headers or {}).get("x-forwarded-for")
+        inner = getattr(request, "request", None)
+        claim = getattr(inner, "scope", {}).get(SCOPE_KEY) if inner is not None else None
+        if claim is not None:
+            return claim
+        headers = getattr(request, "headers", None) or {}
         client = getattr(request, "client", None)
-        return keys_of(getattr(request, "session_hash", None), getattr(client, "host", None), forwarded)
+        return self.keys_of(getattr(request, "session_hash", None), getattr(client, "host", None),
+                            headers.get("x-forwarded-for"))
 
 
-def keys_of(session_hash: Optional[str], host: Optional[str], forwarded_for: Optional[str] = None) -> tuple:
-    """`forwarded_for`: the X-Forwarded-For header, passed only when the operator trusts it;
-    its last entry is the address the operator's proxy saw."""
-    keys = [f"session:{session_hash}"] if session_hash else []
-    if forwarded_for:
-        entries = [e.strip() for e in forwarded_for.split(",") if e.strip()]
-        address = entries[-1] if entries else None
-    else:
-        address = host if _public(host) else None
-    if address:
-        keys.append(f"address:{address}")
-    return tuple(keys)
+
+def owner_of(visitor) -> str:
+    """One key that names a visitor (whose download a file is: demo.web.files); "" for none."""
+    keys = visitor.visitor if isinstance(visitor, Ticket) else tuple(visitor or ())
+    return next((k for k in keys if k.startswith("address:")), keys[0] if keys else "")
 
 
-def _public(host: Optional[str]) -> bool:
+def _global(entry: str) -> bool:
     try:
-        ip = ipaddress.ip_address(host or "")
+        return ipaddress.ip_address(entry).is_global
+    except ValueError:
+        return False
+
+
+def _names_a_visitor(host: Optional[str]) -> bool:
+    try:
+        return not ipaddress.ip_address(host or "").is_loopback
     except ValueError:
         return False  # no address, or a name (a test client): not one to key by
-    return ip.is_global  # not loopback, private, link-local, shared (100.64/10) or reserved
+
+
+def address_key(keys) -> bool:
+    return any(k.startswith("address:") for k in keys)
+
+
+@dataclass
+class QueueDoor:
+    """Per-visitor claims and per-lane bounds, checked when Gradio's queue accepts an event."""
+
+    ids: VisitorIds
+    admission: Admission
+    lane_waiting: dict = field(default_factory=lambda: dict(LANE_WAITING))
+    _heavy: dict = field(default_factory=dict)       # fn index -> what its job is called
+    _anonymous: set = field(default_factory=set)     # event ids of visitors without an address
+
+    def heavy(self, what: str, *events) -> None:
+        """Mark events (what `.click(...)` returned) as heavy jobs that take their visitor's claim."""
+        for event in events:
+            self._heavy[event["id"]] = what
+
+    def install(self, demo) -> None:
+        queue = demo._queue
+        real_push = queue.push
+
+        async def push(body, request, username):
+            from fastapi import HTTPException
+
+            try:
+                claim, event, anonymous = self._admit(queue, body, request)
+            except Refused as e:
+                raise HTTPException(status_code=429, detail=str(e)) from None
+            ok = False
+            try:
+                ok, event_id, state = await real_push(body, request, username)
+            finally:
+                if not ok and claim is not None:
+                    claim.release()
+            event["id"] = event_id
+            if anonymous:
+                self._anonymous.add(event_id)
+            return ok, event_id, state
+
+        queue.push = push
+
+    def _admit(self, queue, body, request):
+        from gradio import route_utils
+
+        try:
+            fn = route_utils.get_fn(queue.blocks, None, body)
+        except Exception:
+            return None, {}, False  # Gradio's own push answers an unknown event
+        lane = fn.concurrency_id
+        keys = self.ids.keys_of_scope(request.scope, body.session_hash)
+        anonymous = not address_key(keys)
+        waiting = self._waiting(queue, lane)
+        self._anonymous &= set(queue.event_ids_to_events)  # forget events Gradio has forgotten
+        cap = self.lane_waiting.get(lane, DEFAULT_WAITING)
+        if len(waiting) >= cap:
+            raise Refused(f"{len(waiting)} requests of this kind are already waiting; try again in a minute.")
+        if anonymous and sum(e._id in self._anonymous for e in waiting) >= (cap + 1) // 2:
+            raise Refused("Too many requests of this kind are waiting; try again in a minute.")
+        what = self._heavy.get(fn._id)
+        event: dict = {}  # its id, once Gradio's push has made the event
+        if what is None:
+            return None, event, anonymous
+        events = queue.event_ids_to_events
+
+        def alive() -> bool:  # until Gradio forgets its event (finished, cancelled, client gone)
+            return "id" not in event or event["id"] in events
+
+        session = next((k for k in keys if k.startswith("session:")), None)
+        try:
+            claim = self.admission.claim(what, keys, alive=alive, successor=session)
+        except VisitorBusy as e:
+            raise Refused(str(e)) from None
+        request.scope[SCOPE_KEY] = claim
+        return claim, event, anonymous
+
+
+    @staticmethod
+    def _waiting(queue, lane) -> list:
+        """The lane's events that will wait: those in its line past the handlers free to start them."""
+        line = queue.event_queue_per_concurrency_id.get(lane)
+        if line is None:
+            return []
+        free = max(0, (line.concurrency_limit or len(line.queue)) - line.current_concurrency)
+        return list(line.queue)[free:]
+
+
+class Refused(Exception):
+    pass
