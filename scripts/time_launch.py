@@ -7,12 +7,15 @@ An empty CACHE_DIR times a first launch. Every line the app prints is echoed wit
 since start. As soon as the page answers, a visitor (gradio_client) races a short prompt on
 the default pair; it waits in the app's queue like anyone. The script stops the app once it
 says ready (or an error), prints the times and the number of log lines, and writes them
-with the machine's CPU flags to --json.
+with the machine's CPU flags to --json, with a per-stage timeline read from the log: each
+stage's start and end in seconds after launch (a stage starts with its first line and ends with
+its "100% (… s)" or "done in … s" line; the app's QuietLog prints those).
 """
 
 import argparse
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -30,6 +33,39 @@ from demo.core.machine import machine_info  # noqa: E402
 from demo.models.presets import load_presets  # noqa: E402
 
 PROMPT = "Write a Python function that checks whether a number is prime."
+# What QuietLog appends to a stage's line: a percentage, "…", a duration, "done in N s".
+_DONE = re.compile(r"(?::\s*100%\s*\([\d.]+ s\)|:\s*done in [\d.]+ s)\s*$")
+_TAIL = re.compile(r"(?::\s*\d+(?:\.\d+)?%(?:\s*\([\d.]+ s\))?|…|:\s*done in [\d.]+ s)\s*$")
+
+
+def timeline(lines: list) -> list[dict]:
+    """[(seconds, app line)] -> one row per stage, in order of start: {stage, start_s, end_s}
+    (end_s None when the log never closed it: a one-off sentence, or a wait)."""
+    rows: dict = {}
+    for t, line in lines:
+        if not line.startswith("[arena] ") or line.startswith("[arena]   "):  # indented: a summary line
+            continue
+        message = line[len("[arena] "):].strip()
+        stage = _TAIL.sub("", message).strip()
+        if stage in ("ready",) or stage.startswith("error:"):
+            continue
+        row = rows.setdefault(stage, {"stage": stage, "start_s": round(t, 1), "end_s": None})
+        if _DONE.search(message):
+            row["end_s"] = round(t, 1)
+    return list(rows.values())
+
+
+def print_timeline(rows: list[dict], times: dict, lines: int) -> None:
+    print("| stage | start s | end s |\n|---|---|---|")
+    for r in rows:
+        end = "" if r["end_s"] is None else f"{r['end_s']:.1f}"
+        print(f"| {r['stage'][:110]} | {r['start_s']:.1f} | {end} |")
+    for key, label in (("page_up_s", "page answers; the visitor presses Run"), ("first_token_s", "**first tokens**"),
+                       ("first_race_done_s", "the visitor's race done"), ("ready_s", "**Ready**"),
+                       ("error_s", "error")):
+        if key in times:
+            print(f"| {label} | {times[key]:.1f} | |")
+    print(f"| log lines | {lines} | |", flush=True)
 
 
 def visitor(url: str, t0: float, times: dict, stop: threading.Event) -> None:
@@ -80,10 +116,11 @@ def main(argv: list[str]) -> int:
         threading.Thread(target=visitor, args=(f"http://127.0.0.1:{args.port}/", t0, times, stop),
                          daemon=True).start()
     fresh = not any(Path(args.cache_dir).glob("models/*"))
-    lines, ready = 0, False
+    lines, ready, log = 0, False, []
     try:
         for line in app.stdout:
             lines += 1
+            log.append((time.time() - t0, line.rstrip()))
             print(f"{time.time() - t0:7.1f}s {line.rstrip()[:200]}", flush=True)
             if line.strip().endswith("ready") or "error:" in line:
                 ready = line.strip().endswith("ready")
@@ -93,9 +130,11 @@ def main(argv: list[str]) -> int:
         stop.set()
         os.killpg(app.pid, signal.SIGTERM)
     info = machine_info()
+    rows = timeline(log)
     result = {**{k: round(v, 1) if isinstance(v, float) else v for k, v in times.items()}, "log_lines": lines,
-              "first_launch": fresh, "machine": info}
-    print(json.dumps({k: v for k, v in result.items() if k != "machine"}), flush=True)
+              "first_launch": fresh, "timeline": rows, "machine": info}
+    print_timeline(rows, times, lines)
+    print(json.dumps({k: v for k, v in result.items() if k not in ("machine", "timeline")}), flush=True)
     print(f"CPU: {info['cpu_model']}; {' '.join(info['isa_flags'])}", flush=True)
     if args.json:
         args.json.write_text(json.dumps(result, indent=1))
