@@ -8,6 +8,7 @@ demo.calibrate.launch, which sits above the engine) does the measuring.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import threading
 from typing import TYPE_CHECKING, Callable, ContextManager, Optional, Protocol
 
@@ -15,26 +16,10 @@ from ..core.errors import DemoError
 from ..models.calibration_result import Calibration
 from ..models.calibration_store import load_cached
 from .request import RaceRequest
+from .startup_progress import RECORD_FILE, StartupState  # noqa: F401  (StartupState: the page polls it)
 
 if TYPE_CHECKING:
     from .arena import Arena
-
-
-class StartupState:
-    """What the app is doing before it can serve its first race (for the page's status line)."""
-
-    def __init__(self):
-        self._lock = threading.Lock()
-        self.phase = "idle"       # idle | preparing | ready | failed
-        self.message = ""
-
-    def update(self, phase: str, message: str) -> None:
-        with self._lock:
-            self.phase, self.message = phase, message
-
-    def get(self) -> tuple[str, str]:
-        with self._lock:
-            return self.phase, self.message
 
 
 class Calibrator(Protocol):
@@ -71,15 +56,21 @@ def start_warmup(arena: "Arena", report: Callable[[str], None],
         threading.Thread(target=_convert_early, args=(arena, calibrator, preset, report, give_up),
                          name="startup-early-conversion", daemon=True).start()
 
+    def task(message: str) -> None:  # main and draft prepare side by side: a row each on the page
+        arena.startup.task(message)
+        report(message)
+
     def load() -> None:
-        for message in arena.load_with_status(request):
+        for message in arena.load_with_status(request, stages=task):
             arena.startup.update("preparing", message)
             report(message)
 
     def body():
         arena.startup.update("preparing", "preparing the default model pair")
         try:
+            _remember_durations(arena, preset)
             load()
+            arena.startup.mark_warm()
             if calibrator is not None and _calibrate_once(arena, request, report, calibrator):
                 # The calibrated formats may differ from what loaded before: load them now, so
                 # the first visitor does not wait for it (the pipeline cache evicts the earlier
@@ -102,6 +93,15 @@ def start_warmup(arena: "Arena", report: Callable[[str], None],
     t = threading.Thread(target=body, name="startup-warmup", daemon=True)
     t.start()
     return t
+
+
+def _remember_durations(arena: "Arena", preset) -> None:
+    """Estimate each step from how long it took at an earlier launch on this machine (per CPU
+    fingerprint and preset, in the cache folder)."""
+    from ..core.machine import fingerprint
+
+    key = f"{preset.name} {hashlib.sha256(repr(fingerprint()).encode()).hexdigest()[:12]}"
+    arena.startup.remember_in(arena.store.cache_dir / RECORD_FILE, key)
 
 
 def _convert_early(arena: "Arena", calibrator: Calibrator, preset, report: Callable[[str], None],

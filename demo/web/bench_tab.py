@@ -10,6 +10,7 @@ from ..core.errors import DemoError
 from ..engine.backend import Backend
 from . import checks
 from .race_tab import MAX_ASSISTANT_TOKENS_UI
+from .startup_view import SPINNER, WARNING
 from .visitors import VisitorIds
 
 KEEP_BENCH_RESULTS = 4  # benchmark result folders (JSON + plot) on disk at once; older ones are deleted
@@ -96,7 +97,7 @@ def build(arena: Backend, choices: list, default_preset: str, visitor_ids: Visit
         try:
             plan = bench_plan(arena, *values)
         except DemoError as e:
-            return f"⚠️ {e}"
+            return f"{WARNING} {e}"
         return f"Plan: {plan['runs']} runs, roughly {max(1, round(plan['seconds'] / 60))} min on this machine."
 
     for component in inputs:
@@ -113,7 +114,7 @@ def build(arena: Backend, choices: list, default_preset: str, visitor_ids: Visit
 
         def work():
             try:
-                ticket = arena.admission.enter("a benchmark", stop_flag, lambda m: updates.put(f"⏳ {m}"))
+                ticket = arena.admission.enter("a benchmark", stop_flag, lambda m: updates.put(f"{SPINNER} {m}"))
             except DemoError as e:
                 outcome["error"] = str(e)
                 updates.put(None)
@@ -123,7 +124,7 @@ def build(arena: Backend, choices: list, default_preset: str, visitor_ids: Visit
                     plan["preset"], modes=plan["modes"], assistant_tokens=plan["ks"], prompt_lookup=plan["lookup"],
                     repeat=plan["repeats"], prompt_classes=plan["classes"], max_new_tokens=plan["max_tokens"],
                     limit_prompts=plan["prompts"], arena=arena, stop=stop_flag,
-                    progress=lambda done, total, msg: updates.put(f"⏳ {done}/{total} runs: {msg}"),
+                    progress=lambda done, total, msg: updates.put(f"{SPINNER} {done}/{total} runs: {msg}"),
                 )
             except DemoError as e:
                 outcome["error"] = str(e)

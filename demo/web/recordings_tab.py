@@ -22,6 +22,7 @@ from ..records import playback, recording
 from ..records.recording import RecordingError
 from . import render, step_view
 from .lanes import TITLES, LanePanels, LanesView, replay_into
+from .startup_view import PLAY
 
 REPLAY_HANDLERS = 8  # replays only sleep between steps; each is bounded by recording.MAX_SECONDS
 SLOTS = ("lane1", "lane2", "lane3")
@@ -45,7 +46,7 @@ def label_html(rec: recording.Recording) -> str:
     details = f"{rec.preset} · {what}" + (f" · weights: {formats}" if formats else "")
     return (f'<div class="recorded-label" data-machine="{esc(playback.machine_label(rec))}" '
             f'data-date="{esc(playback.date_label(rec))}">'
-            f"▶ <b>Recorded on {esc(playback.machine_label(rec))}, {esc(playback.date_label(rec))}</b>: "
+            f"{PLAY} <b>Recorded on {esc(playback.machine_label(rec))}, {esc(playback.date_label(rec))}</b>: "
             f"a replay at the pace it had then, not a live race. {esc(details)}"
             f'<br><span class="prompt">Prompt: {esc(rec.prompt)}</span></div>')
 
@@ -79,7 +80,7 @@ def build(booth) -> None:
         stop_flag = threading.Event()
         try:
             yield view.outputs()
-            yield from replay_into(view, results, stop_flag, "▶ replaying a recorded race at its recorded pace")
+            yield from replay_into(view, results, stop_flag, f"{PLAY} replaying a recorded race at its recorded pace")
             if stop_flag.is_set():
                 return
             summary = playback.summarize(rec)

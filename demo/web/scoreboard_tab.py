@@ -20,6 +20,7 @@ from ..engine import three_way
 from ..records.scoreboard import DEFAULT_MAX_NEW_TOKENS, VISITOR, ScoreboardError, Standings
 from .files import Downloads
 from .render import esc
+from .startup_view import WARNING
 from .style import LOOKUP_COLOUR
 
 POLL_S = 5.0
@@ -176,7 +177,7 @@ def build(arena, booth, tab) -> None:
         try:
             standings = booth.board(arena).standings()
         except ScoreboardError as e:
-            return f'<div class="scoreboard"><p class="problem">⚠️ {esc(e)}</p></div>', -1
+            return f'<div class="scoreboard"><p class="problem">{WARNING} {esc(e)}</p></div>', -1
         if drawn is not None and drawn == standings.newest_id:
             return gr.skip(), gr.skip()
         return board_html(standings, arena.presets), standings.newest_id
