@@ -43,6 +43,12 @@ def timeline(lines: list) -> list[dict]:
     (end_s None when the log never closed it: a one-off sentence, or a wait)."""
     rows: dict = {}
     for t, line in lines:
+        if line.startswith("[visitor] "):  # a stage of the visitor's race: it ends where the next begins
+            if rows.get("visitor") is not None:
+                rows["visitor"]["end_s"] = round(t, 1)
+            rows["visitor"] = rows[line] = {"stage": line[len("[visitor] "):].strip() + " (the visitor's race)",
+                                            "start_s": round(t, 1), "end_s": None}
+            continue
         if not line.startswith("[arena] ") or line.startswith("[arena]   "):  # indented: a summary line
             continue
         message = line[len("[arena] "):].strip()
@@ -52,7 +58,8 @@ def timeline(lines: list) -> list[dict]:
         row = rows.setdefault(stage, {"stage": stage, "start_s": round(t, 1), "end_s": None})
         if _DONE.search(message):
             row["end_s"] = round(t, 1)
-    return list(rows.values())
+    rows.pop("visitor", None)
+    return sorted(rows.values(), key=lambda r: r["start_s"])
 
 
 def print_timeline(rows: list[dict], times: dict, lines: int) -> None:
@@ -68,8 +75,12 @@ def print_timeline(rows: list[dict], times: dict, lines: int) -> None:
     print(f"| log lines | {lines} | |", flush=True)
 
 
-def visitor(url: str, t0: float, times: dict, stop: threading.Event) -> None:
-    """Race once as soon as the page is up; note the first token and the end."""
+STATUS = 4  # the race's outputs: baseline output and stats, speculative output and stats, then the status line
+
+
+def visitor(url: str, t0: float, times: dict, stop: threading.Event, seen: list) -> None:
+    """Race once as soon as the page is up; note the first token, the end, and each new text of
+    the visitor's status line (its race's own stages: the app's log does not show them)."""
     from gradio_client import Client
 
     while not stop.is_set():
@@ -87,6 +98,9 @@ def visitor(url: str, t0: float, times: dict, stop: threading.Event) -> None:
                         "race: both at once", api_name="/race")
     while not job.done() and not stop.is_set():
         outputs = job.outputs()
+        status = re.sub(r"<[^>]+>", "", str(outputs[-1][STATUS])).strip() if outputs else ""
+        if status and (not seen or seen[-1][1] != f"[visitor] {status}"):
+            seen.append((time.time() - t0, f"[visitor] {status}"))
         if outputs and "first_token_s" not in times and 'data-tokens="' in str(outputs[-1][1]):
             times["first_token_s"] = time.time() - t0
         time.sleep(0.2)
@@ -111,9 +125,10 @@ def main(argv: list[str]) -> int:
                             "--port", args.port], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                            start_new_session=True)
     times: dict = {}
+    seen: list = []  # (seconds, "[visitor] status") of the visitor's race
     stop = threading.Event()
     if not args.no_race:
-        threading.Thread(target=visitor, args=(f"http://127.0.0.1:{args.port}/", t0, times, stop),
+        threading.Thread(target=visitor, args=(f"http://127.0.0.1:{args.port}/", t0, times, stop, seen),
                          daemon=True).start()
     fresh = not any(Path(args.cache_dir).glob("models/*"))
     lines, ready, log = 0, False, []
@@ -130,7 +145,7 @@ def main(argv: list[str]) -> int:
         stop.set()
         os.killpg(app.pid, signal.SIGTERM)
     info = machine_info()
-    rows = timeline(log)
+    rows = timeline(sorted(log + seen, key=lambda x: x[0]))
     result = {**{k: round(v, 1) if isinstance(v, float) else v for k, v in times.items()}, "log_lines": lines,
               "first_launch": fresh, "timeline": rows, "machine": info}
     print_timeline(rows, times, lines)

@@ -99,6 +99,10 @@ class NativeGuard:
     def __init__(self, record: SafetyRecord, target: str = "demo.engine.safety:smoke_test",
                  timeout_s: float = SMOKE_TIMEOUT_S):
         self.record, self.target, self.timeout_s = record, target, timeout_s
+        # A check already running (the launch starts one as soon as a model is on disk): a
+        # second caller waits for its verdict instead of proving the same thing beside it.
+        self._running: dict[str, threading.Event] = {}
+        self._running_lock = threading.Lock()
 
     def check_all(self, configs: list[NativeConfig], status: Callable[[str], None] = lambda m: None) -> None:
         """Prove every configuration never seen here, at once (each child compiles with its
@@ -107,10 +111,19 @@ class NativeGuard:
         for config in configs:  # a model drafting for itself is one configuration, named as the main
             if self.record.get(config) is None:
                 pending.setdefault(config.key, config)
-        workers = [threading.Thread(target=self._check_quietly, args=(c, status), daemon=True)
-                   for c in pending.values()]
+        workers, elsewhere = [], []
+        with self._running_lock:
+            for key, config in pending.items():
+                if key in self._running:
+                    elsewhere.append((config, self._running[key]))
+                else:
+                    self._running[key] = threading.Event()
+                    workers.append(threading.Thread(target=self._check_quietly, args=(config, status), daemon=True))
         for w in workers:
             w.start()
+        for config, done in elsewhere:
+            status(f"checking once that OpenVINO runs {config.describe()} on this CPU")
+            done.wait()
         for w in workers:
             w.join()
 
@@ -119,6 +132,9 @@ class NativeGuard:
             self.prove(config, status, None)
         except DemoError as e:  # not a native crash (a missing file, say): the load reports it
             status(str(e))
+        finally:
+            with self._running_lock:
+                self._running.pop(config.key).set()
 
     def prove(self, config: NativeConfig, status, cancel) -> dict:
         status(f"checking once that OpenVINO runs {config.describe()} on this CPU")

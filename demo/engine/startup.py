@@ -15,7 +15,9 @@ from typing import TYPE_CHECKING, Callable, ContextManager, Optional, Protocol
 from ..core.errors import DemoError
 from ..models.calibration_result import Calibration
 from ..models.calibration_store import load_cached
-from .request import RaceRequest
+from ..core import placement
+from .request import RaceRequest, threads_for
+from .safety import NativeConfig
 from .startup_progress import RECORD_FILE, StartupState  # noqa: F401  (StartupState: the page polls it)
 
 if TYPE_CHECKING:
@@ -60,6 +62,11 @@ def start_warmup(arena: "Arena", report: Callable[[str], None],
         arena.startup.task(message)
         report(message)
 
+    if placement.kind(request.options.main_device) == "CPU":
+        for role in ("main", "draft") if preset.draft is not None else ("main",):
+            threading.Thread(target=_check_early, args=(arena, request, role, task, give_up),
+                             name=f"startup-check-{role}", daemon=True).start()
+
     def load() -> None:
         for message in arena.load_with_status(request, stages=task):
             arena.startup.update("preparing", message)
@@ -102,6 +109,30 @@ def _remember_durations(arena: "Arena", preset) -> None:
 
     key = f"{preset.name} {hashlib.sha256(repr(fingerprint()).encode()).hexdigest()[:12]}"
     arena.startup.remember_in(arena.store.cache_dir / RECORD_FILE, key)
+
+
+def _check_early(arena: "Arena", request: RaceRequest, role: str, task: Callable[[str], None],
+                 stop: threading.Event) -> None:
+    """Prove a model's native configuration (demo.engine.safety) as soon as its folder is on
+    disk, beside the other model's preparation: the load then finds the verdict, or waits for
+    this check instead of starting its own after both models are ready."""
+    preset = arena.presets.get(request.preset)
+    spec, wanted = (preset.main, "main_format") if role == "main" else (preset.draft, "draft_format")
+    try:
+        while (folder := arena.store.ready_path(spec, arena.formats_for(request)[wanted])) is None:
+            if stop.wait(1.0):
+                return
+    except DemoError:  # the pair's own prepare says what is wrong
+        return
+    said: list = []
+
+    def status(message: str) -> None:
+        said.append(message)
+        task(message)
+
+    arena.guard.check_all([NativeConfig(str(folder), role, threads_for(request))], status)
+    if said:
+        task(f"{said[0]}: 100%")  # its row on the page, and its duration in the log
 
 
 def _convert_early(arena: "Arena", calibrator: Calibrator, preset, report: Callable[[str], None],
