@@ -1,7 +1,7 @@
 """Time a first (or later) launch of `python app.py`: how long until a visitor's race gets
 its first token and finishes, and until the app says Ready (calibration included).
 
-    python scripts/time_launch.py CACHE_DIR [--port 7860] [--json OUT.json] [--no-race]
+    python scripts/time_launch.py CACHE_DIR [--port 7860] [--json OUT.json] [--no-race] [--limit-s S]
 
 An empty CACHE_DIR times a first launch. Every line the app prints is echoed with the seconds
 since start. As soon as the page answers, a visitor (gradio_client) races a short prompt on
@@ -119,6 +119,7 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--port", default="7860")
     ap.add_argument("--json", type=Path)
     ap.add_argument("--no-race", action="store_true", help="only time the log (no visitor)")
+    ap.add_argument("--limit-s", type=float, help="stop the app after this many seconds (the timeline so far is printed)")
     args = ap.parse_args(argv)
     t0 = time.time()
     app = subprocess.Popen([sys.executable, "-u", str(ROOT / "app.py"), "--cache-dir", args.cache_dir,
@@ -130,6 +131,10 @@ def main(argv: list[str]) -> int:
     if not args.no_race:
         threading.Thread(target=visitor, args=(f"http://127.0.0.1:{args.port}/", t0, times, stop, seen),
                          daemon=True).start()
+    if args.limit_s:  # a shared machine's time slot: stop, and still print what was timed
+        watchdog = threading.Timer(args.limit_s, lambda: app.poll() is None and os.killpg(app.pid, signal.SIGTERM))
+        watchdog.daemon = True
+        watchdog.start()
     fresh = not any(Path(args.cache_dir).glob("models/*"))
     lines, ready, log = 0, False, []
     try:
