@@ -76,7 +76,9 @@ def test_a_wait_is_never_predicted_nor_recorded(tmp_path):
     clock.t += 30
     assert s.view().step.seconds_left is None
     s.update("preparing", "warming up both pipelines")
-    assert "waiting for" not in " ".join(json.loads((tmp_path / "stages.json").read_text())["m"])
+    clock.t += 5
+    s.update("ready", "Ready.")
+    assert json.loads((tmp_path / "stages.json").read_text())["m"] == {"warming up both pipelines": 5.0}
 
 
 def test_task_of_reads_the_percentage_convention():
