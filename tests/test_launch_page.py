@@ -19,7 +19,7 @@ import shutil
 import pytest
 
 from .conftest import SMOLLM2, _free_port
-from .test_browser import CHROMIUM, CHROMIUM_ARGS, set_max_new_tokens
+from .test_browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, set_max_new_tokens
 
 from playwright import sync_api  # noqa: E402  (test_browser skips the module without it)
 
@@ -96,6 +96,8 @@ def test_a_launch_and_a_race_each_say_one_thing_at_a_time(held_launch):
             page.click("#run")  # at once: the launch is still preparing the models
             page.wait_for_function(f"() => window.__samples.filter(s => s.status).length >= {HELD_SAMPLES}",
                                    timeout=HANG_GUARD_MS)
+            ARTIFACTS.mkdir(exist_ok=True)
+            page.screenshot(path=str(ARTIFACTS / "launch-preparing.png"))  # to look at: no box for a missing glyph
             held_launch.release()
             page.wait_for_function("() => document.querySelector('#summary')?.innerText.includes('speedup')",
                                    timeout=HANG_GUARD_MS)
