@@ -83,6 +83,15 @@ def runs_of(values):
     return out
 
 
+def assert_one_status_at_a_time(got):
+    shown = runs_of([s["status"] for s in got])
+    returned = [m for i, m in enumerate(shown) if m in shown[:i]]
+    assert not returned, f"the status line alternated between messages: {shown}"
+    for s in got:
+        for where in ("status", "startup"):
+            assert "ahead of you" not in s[where], f"the visitor's own race read as a run ahead ({where}): {s[where]!r}"
+
+
 def test_a_launch_and_a_race_each_say_one_thing_at_a_time(held_launch):
     with sync_api.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
@@ -101,6 +110,7 @@ def test_a_launch_and_a_race_each_say_one_thing_at_a_time(held_launch):
             held_launch.release()
             page.wait_for_function("() => document.querySelector('#summary')?.innerText.includes('speedup')",
                                    timeout=HANG_GUARD_MS)
+            assert_one_status_at_a_time(page.evaluate("() => window.__samples"))  # the race is over
             page.wait_for_function("() => document.querySelector('#startup')?.innerText.includes('Ready')",
                                    timeout=HANG_GUARD_MS)
             got = page.evaluate("() => { clearInterval(window.__sampler); return window.__samples; }")
@@ -108,12 +118,7 @@ def test_a_launch_and_a_race_each_say_one_thing_at_a_time(held_launch):
         finally:
             browser.close()
 
-    shown = runs_of([s["status"] for s in got])
-    returned = [m for i, m in enumerate(shown) if m in shown[:i]]
-    assert not returned, f"the status line alternated between messages: {shown}"
-    for s in got:
-        for where in ("status", "startup"):
-            assert "ahead of you" not in s[where], f"the visitor's own race read as a run ahead ({where}): {s[where]!r}"
+    assert_one_status_at_a_time(got)
     # While the launch was held, the visitor's line said what the race waits for, and so did the panels.
     waiting = [s for s in got[:HELD_SAMPLES] if s["status"]]
     assert waiting and all("waiting for the models" in s["status"] for s in waiting[-5:]), runs_of(
