@@ -60,7 +60,7 @@ CSS = f"""
 .kiosk-mode .summary .big {{ font-size: 56px !important; }}
 .kiosk-mode .legend {{ font-size: 22px !important; }}
 .kiosk-mode #examples button {{ font-size: 22px !important; }}
-.kiosk-mode #status {{ font-size: 24px !important; }}
+.kiosk-mode #status, .kiosk-mode #startup {{ font-size: 24px !important; }}
 .kiosk-mode .race-chart {{ width: 100% !important; }}
 """ + STEP_VIEW_CSS + STARTUP_CSS
 
