@@ -642,6 +642,22 @@ MUTATIONS = [
         "    if verify_ms is None:",
         ("tests/test_metric_definitions.py::test_prompt_lookup_falls_back_to_one_clock_for_both_sides",),
     ),
+    Mutation(
+        "startup: one row for every task",
+        "the main and the draft model's stages share one line on the page, which alternates between them",
+        "demo/engine/startup_progress.py",
+        '        if role in task:\n            return role\n',
+        '        if role in task:\n            return "model"\n',
+        ("tests/test_startup_progress.py::test_two_models_prepared_side_by_side_keep_a_row_each",),
+    ),
+    Mutation(
+        "startup: an estimate past its record",
+        "a step that runs longer than it did last time still shows seconds left (negative or zero)",
+        "demo/engine/startup_progress.py",
+        "        if recorded is not None and recorded > elapsed:",
+        "        if recorded is not None:",
+        ("tests/test_startup_progress.py::test_time_left_from_the_rate_so_far_else_from_an_earlier_launch_else_none",),
+    ),
 ]
 
 

@@ -96,10 +96,10 @@ def wait_ready(page) -> None:
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
     try:
-        page.wait_for_function("() => document.querySelector('#status')?.innerText.includes('Ready')",
+        page.wait_for_function("() => document.querySelector('#startup')?.innerText.includes('Ready')",
                                timeout=180_000)
     except PlaywrightTimeout:  # say what the page said instead
-        raise AssertionError(f"the page never said Ready; its status line: {page.inner_text('#status')!r}") from None
+        raise AssertionError(f"the page never said Ready; its startup line: {page.inner_text('#startup')!r}") from None
 
 
 def open_tab(page, label: str) -> None:

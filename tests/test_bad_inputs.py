@@ -494,7 +494,7 @@ def test_the_page_shows_the_sentence_and_renders_emoji(running_app):
         try:
             page = browser.new_page()
             page.goto(running_app.local_url)
-            page.wait_for_function("() => document.querySelector('#status')?.innerText.includes('Ready')",
+            page.wait_for_function("() => document.querySelector('#startup')?.innerText.includes('Ready')",
                                    timeout=180_000)
             page.fill("#prompt textarea", " \n ")
             page.click("#run")

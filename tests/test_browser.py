@@ -59,7 +59,7 @@ def page(running_app, engine_runs, tmp_path_factory):
         pg.goto(running_app.local_url)
         pg.wait_for_selector("#run", timeout=30_000)
         # The page prepares and warms up the preset on load, and says so.
-        pg.wait_for_function("() => document.querySelector('#status')?.innerText.includes('Ready')",
+        pg.wait_for_function("() => document.querySelector('#startup')?.innerText.includes('Ready')",
                              timeout=180_000)
         pg.requests = requests
         yield pg

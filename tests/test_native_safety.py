@@ -163,9 +163,9 @@ def test_the_page_says_what_was_skipped(own_cache, presets, crash_one_thread):
             browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
             page = browser.new_page()
             page.goto(demo.local_url)
-            page.wait_for_function("() => (document.querySelector('#status') || {}).innerText?.includes('Ready')",
+            page.wait_for_function("() => (document.querySelector('#startup') || {}).innerText?.includes('Ready')",
                                    timeout=300_000)
-            assert SENTENCE in page.inner_text("#status")
+            assert SENTENCE in page.inner_text("#startup")
             browser.close()
     finally:
         demo.close()

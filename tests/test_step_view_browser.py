@@ -44,7 +44,7 @@ def test_the_step_view_strikes_through_thrown_away_guesses_as_text(app_with_a_wr
         page = browser.new_context(viewport={"width": 1400, "height": 1600}).new_page()
         page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
         page.goto(app_with_a_wrong_draft.local_url)
-        page.wait_for_function("() => document.querySelector('#status')?.innerText.includes('Ready')",
+        page.wait_for_function("() => document.querySelector('#startup')?.innerText.includes('Ready')",
                                timeout=240_000)
         page.locator(".label-wrap", has_text="Step by step").first.click()  # open the section
         page.fill("#prompt textarea", HTML_PROMPT)

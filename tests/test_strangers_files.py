@@ -73,9 +73,12 @@ def fn_index(demo, name: str, output_id: str | None = None) -> int:
     raise AssertionError(f"no event handler {name!r}")
 
 
-def call_private(demo, name: str, data: list, output_id: str | None = None) -> tuple[int, dict]:
-    """Call an event the way a browser does (`fn_index`), as any stranger can."""
-    body = json.dumps({"data": data, "fn_index": fn_index(demo, name, output_id), "session_hash": uuid.uuid4().hex})
+def call_private(demo, name: str, data: list, output_id: str | None = None,
+                 session: str | None = None) -> tuple[int, dict]:
+    """Call an event the way a browser does (`fn_index`), as any stranger can (a new session
+    each call unless `session` names one)."""
+    body = json.dumps({"data": data, "fn_index": fn_index(demo, name, output_id),
+                       "session_hash": session or uuid.uuid4().hex})
     code, raw = post(demo.local_url + "gradio_api/run/predict", body.encode())
     return code, json.loads(raw)
 
@@ -94,9 +97,23 @@ def files_under(folder: Path) -> list[Path]:
 # -- uploads --------------------------------------------------------------------------------
 
 def test_an_upload_over_the_cap_is_refused_and_not_kept(page):
-    code, body = upload(page, MAX_UPLOAD_BYTES + 500_000)
+    # Refused on its declared length, before the body is read (demo.web.limits): only the headers go.
+    import http.client
+    from urllib.parse import urlparse
+
+    url = urlparse(page.local_url)
+    conn = http.client.HTTPConnection(url.hostname, url.port, timeout=30)
+    try:
+        conn.putrequest("POST", "/gradio_api/upload")
+        conn.putheader("Content-Type", "multipart/form-data; boundary=x")
+        conn.putheader("Content-Length", str(MAX_UPLOAD_BYTES + 500_000))
+        conn.endheaders()
+        response = conn.getresponse()
+        code, body = response.status, response.read()
+    finally:
+        conn.close()
     assert code == 413, (code, body[:200])
-    assert b"maximum allowed size" in body
+    assert b"larger than the" in body and b"KB this page accepts" in body
     assert all(p.stat().st_size <= MAX_UPLOAD_BYTES for p in files_under(page.gradio_dir))
     code, body = upload(page, 20_000)  # a real recording's size is taken
     assert code == 200 and json.loads(body)[0].startswith(str(page.gradio_dir))
@@ -109,9 +126,9 @@ def test_export_clicks_leave_a_bounded_number_of_files_without_other_visitors_pr
     board.record([RaceRecord(preset="p", method="draft", mode="race", prompt_class="visitor", baseline_tokens=5,
                              speculative_tokens=5, baseline_tok_s=1.0, speculative_tok_s=2.0, speedup=2.0,
                              prompt=SECRET)] * 30)
-    handed = []
+    handed, visitor = [], uuid.uuid4().hex  # one visitor clicking again and again: its own older files go
     for _ in range(3 * KEEP_EXPORTS):
-        code, out = call_private(page, "export_csv", [])
+        code, out = call_private(page, "export_csv", [], session=visitor)
         assert code == 200, out
         handed.append(out["data"][0]["value"]["path"])
     exports = [p for folder in (page.gradio_dir, page.temp_dir) for p in files_under(folder) if p.suffix == ".csv"]
@@ -132,7 +149,7 @@ def test_benchmark_results_from_the_page_are_bounded_and_name_no_path(page, monk
     from demo.web.bench_tab import KEEP_BENCH_RESULTS
     from tests import test_bench
 
-    monkeypatch.setattr(page.arena, "runners", lambda request, status=None: {
+    monkeypatch.setattr(page.arena, "runners", lambda request, status=None, cancel=None: {
         BASELINE: test_bench.FakeRunner(BASELINE), SPECULATIVE: test_bench.FakeRunner(SPECULATIVE)})
     client = Client(page.local_url, verbose=False)
     try:
@@ -187,7 +204,7 @@ def test_a_failing_side_shows_a_sentence_not_the_exception(page, monkeypatch, ca
     from gradio_client import Client
 
     boom = RuntimeError("/home/operator/.cache/secret-models/main/openvino_model.xml: bad magic 0xdeadbeef")
-    monkeypatch.setattr(page.arena, "runners", lambda request, status=None: {
+    monkeypatch.setattr(page.arena, "runners", lambda request, status=None, cancel=None: {
         BASELINE: FakeRunner(BASELINE, [1] * 3), SPECULATIVE: FakeRunner(SPECULATIVE, [], fail_with=boom)})
     client = Client(page.local_url, verbose=False)
     try:
@@ -209,7 +226,7 @@ def test_skewed_races_do_not_move_the_default_standing_on_the_tab(page):
     board.record([RaceRecord(**default, speculative_tok_s=10 + i, speedup=1.0 + i / 10) for i in range(5)])
 
     def tab_rows():
-        code, out = call_private(page, "<lambda>", [], output_id="scoreboard")
+        code, out = call_private(page, "poll", [-1], output_id="scoreboard")  # -1: the page has drawn nothing yet
         assert code == 200, out
         return [dict(re.findall(r"data-(\w+)='([^']*)'", tr)) for tr in re.findall(r"<tr data-[^>]*>", out["data"][0])]
 
@@ -233,7 +250,7 @@ def test_the_scoreboard_tab_names_no_path_of_this_machine(page):
     for p in page.cache.glob("scoreboard.sqlite*"):
         p.unlink()
     db.write_bytes(b"this is not a database at all" * 100)  # the warning a damaged file gives
-    code, out = call_private(page, "<lambda>", [], output_id="scoreboard")
+    code, out = call_private(page, "poll", [-1], output_id="scoreboard")  # -1: the page has drawn nothing yet
     assert code == 200, out
     html = out["data"][0]
     assert "damaged" in html and "server log" in html

@@ -30,16 +30,22 @@ class LaunchCalibrator:
         return {"main_formats": main, "draft_formats": draft, "plan": calibration.LAUNCH}
 
     def convert_early(self, preset, store, report: Callable[[str], None], stop: threading.Event) -> None:
-        """Unpack the main model's GGUF weights to f16 (numpy, one core, low priority) as soon
-        as the pair's own IR is on disk, when a launch format is made from f16: on 2 cores the
-        pair's prepare and load leave one idle most of the time. The compression itself
-        (NNCF, every core) waits until the pair is warm (prepare_candidates)."""
-        if not has_formats(preset.main) or not any("f16" in formats.chain(f) for f in self.plan()["main_formats"]):
-            return
-        while store.ready_path(preset.main, formats.DEFAULT_FORMAT) is None:
-            if stop.wait(EARLY_POLL_S):
-                return
-        calibration.prepare_candidates(preset, store, ["f16"], [], report=report, stop=stop)
+        """Convert the formats the launch calibrates as soon as each model's own IR is on disk,
+        in a child at low priority: on 2 cores the pair's prepare and load leave a core idle
+        most of the time. A compressed format is made straight from the GGUF IR (its weights
+        unpacked in memory, demo.models.formats.unpack_and_compress); the main model first,
+        the longest."""
+        plan = self.plan()
+        for role, spec, fmts in (("main", preset.main, plan["main_formats"]),
+                                 ("draft", preset.draft, plan["draft_formats"])):
+            for fmt in fmts:
+                if fmt == formats.DEFAULT_FORMAT or spec is None or not has_formats(spec):
+                    continue
+                while store.ready_path(spec, formats.DEFAULT_FORMAT) is None:
+                    if stop.wait(EARLY_POLL_S):
+                        return
+                main, draft = ([fmt], []) if role == "main" else ([], [fmt])
+                calibration.prepare_candidates(preset, store, main, draft, report=report, stop=stop)
 
     def prepare_candidates(self, preset, store, report: Callable[[str], None]) -> None:
         plan = self.plan()

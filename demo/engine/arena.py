@@ -93,10 +93,12 @@ class Arena:
 
     def prepare(self, preset_name: Optional[str], status: Callable[[str], None] = lambda m: None,
                 cancel: Optional[threading.Event] = None, main_format: Optional[str] = None,
-                draft_format: Optional[str] = None, baseline_format: Optional[str] = None) -> PreparedPair:
+                draft_format: Optional[str] = None, baseline_format: Optional[str] = None,
+                stages: Optional[Callable[[str], None]] = None) -> PreparedPair:
         """Prepare a preset's models (in the given formats; `baseline_format`: the main model's
         for the baseline side, when other) once. Different presets prepare independently, so
-        a long prepare of one never blocks visitors of another."""
+        a long prepare of one never blocks visitors of another. `stages`: where each model's
+        stages go (main and draft report side by side), if not to `status`."""
         preset = self.presets.get(preset_name)
         key = (preset.name, main_format, draft_format, baseline_format)
         if key in self._prepared:
@@ -106,13 +108,17 @@ class Arena:
             raise DemoError(reason)
         with self._locks_lock:
             lock = self._preset_locks.setdefault(preset.name, threading.Lock())
-        while not lock.acquire(timeout=0.2):  # another visitor is preparing the same preset
+        told = False
+        while not lock.acquire(timeout=0.2):  # another visitor (or the launch) is preparing the same preset
             if cancel is not None and cancel.is_set():
                 raise Cancelled("Stopped while waiting for the models to be prepared.")
+            if not told:
+                status("waiting for the models, which are being prepared now")
+                told = True
         try:
             if key not in self._prepared:
                 def progress(stage: str, done: float, total: float) -> None:
-                    status(f"{stage}: {100 * done / total:.0f}%" if total else f"{stage}…")
+                    (stages or status)(f"{stage}: {100 * done / total:.0f}%" if total else f"{stage}…")
 
                 pair = prepare_preset(preset, self.store, progress, main_format=main_format,
                                       draft_format=draft_format, cancel=cancel, baseline_format=baseline_format)
@@ -265,14 +271,18 @@ class Arena:
                 stop.set()  # closed while waiting or loading: the loader gives its slot back
         return loaded[0]
 
-    def load_with_status(self, request: RaceRequest, out: Optional[list] = None) -> Iterator[str]:
+    def load_with_status(self, request: RaceRequest, out: Optional[list] = None,
+                         stages: Optional[Callable[[str], None]] = None) -> Iterator[str]:
         """Prepare and load the request's pipelines in the admission slot, yielding status
-        messages meanwhile. The runners are appended to `out`."""
+        messages meanwhile (each model's prepare stages go to `stages` if given). The runners
+        are appended to `out`."""
         stop = threading.Event()
 
         def work(status):
-            self.prepare(request.preset, status, cancel=stop, **self.formats_for(request))
-            ticket = self.admission.enter("loading models", stop, status)
+            self.prepare(request.preset, status, cancel=stop, stages=stages, **self.formats_for(request))
+            # Not "runs ahead of you": nobody waits here but the launch, maybe behind a visitor's own race.
+            ticket = self.admission.enter("loading models", stop,
+                                          lambda m: status("waiting for the run in progress to end, then loading the models"))
             try:
                 return self.runners(request, status, cancel=stop)
             finally:

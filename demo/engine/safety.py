@@ -132,6 +132,10 @@ class NativeGuard:
                  timeout_s: float = SMOKE_TIMEOUT_S, attempts: int = SMOKE_ATTEMPTS):
         self.record, self.target, self.timeout_s, self.attempts = record, target, timeout_s, attempts
         self._failures: dict[str, str] = {}  # key -> why this process could not prove it (not recorded)
+        # A check already running (the launch starts one as soon as a model is on disk): a
+        # second caller waits for its verdict instead of proving the same thing beside it.
+        self._running: dict[str, threading.Event] = {}
+        self._running_lock = threading.Lock()
 
     def check_all(self, configs: list[NativeConfig], status: Callable[[str], None] = lambda m: None,
                   cancel: Optional[threading.Event] = None) -> None:
@@ -141,10 +145,20 @@ class NativeGuard:
         for config in configs:  # a model drafting for itself is one configuration, named as the main
             if self.record.get(config) is None:
                 pending.setdefault(config.key, config)
-        workers = [threading.Thread(target=self._check_quietly, args=(c, status, cancel), daemon=True)
-                   for c in pending.values()]
+        workers, elsewhere = [], []
+        with self._running_lock:
+            for key, config in pending.items():
+                if key in self._running:
+                    elsewhere.append((config, self._running[key]))
+                else:
+                    self._running[key] = threading.Event()
+                    workers.append(threading.Thread(target=self._check_quietly, args=(config, status, cancel),
+                                                    daemon=True))
         for w in workers:
             w.start()
+        for config, done in elsewhere:
+            status(f"checking once that OpenVINO runs {config.describe()} on this CPU")
+            done.wait()
         for w in workers:
             w.join()
 
@@ -158,6 +172,9 @@ class NativeGuard:
         except Exception as e:  # anything else leaves it unproven too: the guard fails closed
             self._failures[config.key] = f"checking {config.describe()} failed ({type(e).__name__})"
             status(self._failures[config.key])
+        finally:
+            with self._running_lock:
+                self._running.pop(config.key).set()
 
     def why_not(self, config: NativeConfig) -> Optional[str]:
         """None when the record says `config` runs here (works, or too slow), else why it may not be compiled."""

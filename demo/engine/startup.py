@@ -10,35 +10,22 @@ imports demo.engine.arena, so the front door calls the warm-up and not the other
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import threading
 from typing import TYPE_CHECKING, Callable, ContextManager, Iterator, Optional, Protocol
 
 from ..core.errors import DemoError
 from ..models.calibration_result import Calibration
 from ..models.calibration_store import load_cached
-from .request import RaceRequest
+from ..core import placement
+from .request import RaceRequest, threads_for
+from .safety import NativeConfig, NativeGuard  # noqa: F401  (NativeGuard: WarmupHost's annotation)
+from .startup_progress import RECORD_FILE, StartupState  # noqa: F401  (StartupState: the page polls it)
 
 if TYPE_CHECKING:  # annotations only
     from ..models.presets import PresetFile
     from ..models.sources import ModelStore
     from .admission import Admission
-
-
-class StartupState:
-    """What the app is doing before it can serve its first race (for the page's status line)."""
-
-    def __init__(self):
-        self._lock = threading.Lock()
-        self.phase = "idle"       # idle | preparing | ready | failed
-        self.message = ""
-
-    def update(self, phase: str, message: str) -> None:
-        with self._lock:
-            self.phase, self.message = phase, message
-
-    def get(self) -> tuple[str, str]:
-        with self._lock:
-            return self.phase, self.message
 
 
 class Calibrator(Protocol):
@@ -71,8 +58,13 @@ class WarmupHost(Protocol):
     store: "ModelStore"
     admission: "Admission"    # each measuring stage takes the CPU in its own slot
     startup: StartupState     # the warm-up's progress, for the page's status line
+    guard: "NativeGuard"      # proves each model on this CPU as soon as its folder is on disk
 
-    def load_with_status(self, request: RaceRequest) -> Iterator[str]:
+    def formats_for(self, request: RaceRequest) -> dict:
+        """The weight formats the request runs on (where its folders will be)."""
+
+    def load_with_status(self, request: RaceRequest, out: Optional[list] = None,
+                         stages: Optional[Callable[[str], None]] = None) -> Iterator[str]:
         """Prepare and load the request's pipelines, yielding status messages."""
 
     def forget_prepared(self, preset_name: str) -> None:
@@ -90,15 +82,26 @@ def start_warmup(arena: WarmupHost, report: Callable[[str], None],
         threading.Thread(target=_convert_early, args=(arena, calibrator, preset, report, give_up),
                          name="startup-early-conversion", daemon=True).start()
 
+    def task(message: str) -> None:  # main and draft prepare side by side: a row each on the page
+        arena.startup.task(message)
+        report(message)
+
+    if placement.kind(request.options.main_device) == "CPU":
+        for role in ("main", "draft") if preset.draft is not None else ("main",):
+            threading.Thread(target=_check_early, args=(arena, request, role, task, give_up),
+                             name=f"startup-check-{role}", daemon=True).start()
+
     def load() -> None:
-        for message in arena.load_with_status(request):
+        for message in arena.load_with_status(request, stages=task):
             arena.startup.update("preparing", message)
             report(message)
 
     def body():
         arena.startup.update("preparing", "preparing the default model pair")
         try:
+            _remember_durations(arena, preset)
             load()
+            arena.startup.mark_warm()
             if calibrator is not None and _calibrate_once(arena, request, report, calibrator):
                 # The calibrated formats may differ from what loaded before: load them now, so
                 # the first visitor does not wait for it (the pipeline cache evicts the earlier
@@ -121,6 +124,39 @@ def start_warmup(arena: WarmupHost, report: Callable[[str], None],
     t = threading.Thread(target=body, name="startup-warmup", daemon=True)
     t.start()
     return t
+
+
+def _remember_durations(arena: WarmupHost, preset) -> None:
+    """Estimate each step from how long it took at an earlier launch on this machine (per CPU
+    fingerprint and preset, in the cache folder)."""
+    from ..core.machine import fingerprint
+
+    key = f"{preset.name} {hashlib.sha256(repr(fingerprint()).encode()).hexdigest()[:12]}"
+    arena.startup.remember_in(arena.store.cache_dir / RECORD_FILE, key)
+
+
+def _check_early(arena: WarmupHost, request: RaceRequest, role: str, task: Callable[[str], None],
+                 stop: threading.Event) -> None:
+    """Prove a model's native configuration (demo.engine.safety) as soon as its folder is on
+    disk, beside the other model's preparation: the load then finds the verdict, or waits for
+    this check instead of starting its own after both models are ready."""
+    preset = arena.presets.get(request.preset)
+    spec, wanted = (preset.main, "main_format") if role == "main" else (preset.draft, "draft_format")
+    try:
+        while (folder := arena.store.ready_path(spec, arena.formats_for(request)[wanted])) is None:
+            if stop.wait(1.0):
+                return
+    except DemoError:  # the pair's own prepare says what is wrong
+        return
+    said: list = []
+
+    def status(message: str) -> None:
+        said.append(message)
+        task(message)
+
+    arena.guard.check_all([NativeConfig(str(folder), role, threads_for(request))], status)
+    if said:
+        task(f"{said[0]}: 100%")  # its row on the page, and its duration in the log
 
 
 def _convert_early(arena: WarmupHost, calibrator: Calibrator, preset, report: Callable[[str], None],

@@ -10,6 +10,7 @@ import importlib.util
 import json
 import os
 import signal
+import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -91,21 +92,15 @@ CONTEXT_FILE = "context.json"
 def record_context_length(gguf_path: Path, work: Path) -> None:
     """Keep the model's context length (GGUF metadata `<arch>.context_length`) next to the IR,
     which does not carry it, so the engine can refuse a prompt + new tokens that do not fit."""
-    from gguf import GGUFReader
+    from .gguf_header import context_length
 
     try:
-        reader = GGUFReader(str(gguf_path))
-    except (ValueError, OSError):
-        # Not a GGUF gguf-py can parse: OpenVINO's own reader, next, says what is wrong with
+        value = context_length(gguf_path)
+    except (ValueError, OSError, struct.error):
+        # Not a GGUF this reader can parse: OpenVINO's own reader, next, says what is wrong with
         # it; the context length just stays unknown (only the demo's own limits apply).
         return
-    arch = reader.get_field("general.architecture")
-    if arch is None:
-        return
-    name = bytes(arch.parts[arch.data[0]]).decode()
-    field = reader.get_field(f"{name}.context_length")
-    if field is not None:
-        value = int(field.parts[field.data[0]][0])
+    if value is not None:
         (work / CONTEXT_FILE).write_text(json.dumps({"context_length": value}))
 
 

@@ -220,6 +220,10 @@ class ModelStore:
         if is_ready_folder(final):
             return final, True
         base_format = formats.derived_from(fmt)
+        # No f16 folder yet: unpack in memory and compress in one child (no 3 GB written and read back).
+        direct = fmt in formats.COMPRESSED and self.ready_path(spec, "f16") is None
+        if direct:
+            base_format = DEFAULT_FORMAT
         base = None
         if base_format is not None:
             base, _ = self._prepare_format(spec, base_format, role, progress, checkpoint)
@@ -233,9 +237,10 @@ class ModelStore:
                 formats.convert_in_child("f16", base, work, fmt, lambda done, total: progress(stage, done, total),
                                          checkpoint)
             else:
-                stage = f"compressing {role} weights to {fmt} with NNCF"
+                stage = f"{'unpacking and ' if direct else ''}compressing {role} weights to {fmt} with NNCF"
                 progress(stage, 0, 0)
-                formats.convert_in_child("compress", base, work, fmt, lambda done, total: None, checkpoint)
+                formats.convert_in_child("unpack+compress" if direct else "compress", base, work, fmt,
+                                         lambda done, total: None, checkpoint)
                 progress(stage, 1, 1)
 
         marker = {"spec": spec.model_copy(update={"format": fmt}).model_dump(), "format": fmt}

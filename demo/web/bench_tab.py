@@ -12,6 +12,7 @@ from ..core.errors import DemoError
 from ..engine.backend import Backend
 from . import checks, load_section
 from .race_tab import MAX_ASSISTANT_TOKENS_UI
+from .startup_view import SPINNER, WARNING
 from .visitors import QueueDoor, VisitorIds, owner_of
 
 KEEP_BENCH_RESULTS = 4  # benchmark result folders (JSON + plot) on disk at once; older ones are deleted
@@ -99,7 +100,7 @@ def build(arena: Backend, choices: list, default_preset: str, door: Optional[Que
         try:
             plan = bench_plan(arena, *values)
         except DemoError as e:
-            return f"⚠️ {e}"
+            return f"{WARNING} {e}"
         return f"Plan: {plan['runs']} runs, roughly {max(1, round(plan['seconds'] / 60))} min on this machine."
 
     for component in inputs:
@@ -116,7 +117,7 @@ def build(arena: Backend, choices: list, default_preset: str, door: Optional[Que
 
         def work():
             try:
-                ticket = arena.admission.enter("a benchmark", stop_flag, lambda m: updates.put(f"⏳ {m}"))
+                ticket = arena.admission.enter("a benchmark", stop_flag, lambda m: updates.put(m))
             except DemoError as e:
                 outcome["error"] = str(e)
                 updates.put(None)
@@ -126,7 +127,7 @@ def build(arena: Backend, choices: list, default_preset: str, door: Optional[Que
                     plan["preset"], modes=plan["modes"], assistant_tokens=plan["ks"], prompt_lookup=plan["lookup"],
                     repeat=plan["repeats"], prompt_classes=plan["classes"], max_new_tokens=plan["max_tokens"],
                     limit_prompts=plan["prompts"], arena=arena, stop=stop_flag,
-                    progress=lambda done, total, msg: updates.put(f"⏳ {done}/{total} runs: {msg}"),
+                    progress=lambda done, total, msg: updates.put(f"{done}/{total} runs: {msg}"),
                 )
             except DemoError as e:
                 outcome["error"] = str(e)
@@ -142,7 +143,7 @@ def build(arena: Backend, choices: list, default_preset: str, door: Optional[Que
             threading.Thread(target=work, name="page-bench", daemon=True).start()
             try:
                 while (message := updates.get()) is not None:
-                    yield f"<p class='bench-progress'>{html.escape(message)}</p>", None, None
+                    yield f"<p class='bench-progress'>{SPINNER} {html.escape(message)}</p>", None, None
             finally:
                 stop_flag.set()  # Stop pressed or tab closed: the sweep ends after the run in flight
         if "error" in outcome:
@@ -161,4 +162,4 @@ def build(arena: Backend, choices: list, default_preset: str, door: Optional[Que
                             concurrency_limit=1, concurrency_id="bench", api_name="bench", preprocess=False)
     door.heavy("a benchmark", bench_event)
     stop.click(None, None, None, cancels=[bench_event])
-    load_section.build(arena, choices, default_preset, visitor_ids)  # throughput under load, below the sweep
+    load_section.build(arena, choices, default_preset, door)  # throughput under load, below the sweep

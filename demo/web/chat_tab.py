@@ -20,9 +20,10 @@ from ..engine import chat
 from ..engine.arena import RaceRequest
 from . import checks, render
 from .lanes import TITLES, Throttle
+from .startup_view import SPINNER, STOP
 
 MAX_ASSISTANT_TOKENS = 16
-STOPPED = ("⏹ Stopped. What each side wrote so far stays in its own history; send the next message, or press "
+STOPPED = (f"{STOP} Stopped. What each side wrote so far stays in its own history; send the next message, or press "
            "New chat.")
 
 
@@ -166,7 +167,7 @@ def build(arena, race_handlers: int, kiosk: bool = False, door=None) -> None:
                         yield [gr.update()] * (2 * len(SIDES) + 3)
                         continue
                     if isinstance(event, StatusEvent):
-                        yield view(conv, f"⏳ {event.message}", "waiting…", sides=())
+                        yield view(conv, f"{SPINNER} {event.message}", "waiting…", sides=())
                         continue
                     dirty.add(event.side)
                     if isinstance(event, (StartEvent, DoneEvent)) or throttle.ready():

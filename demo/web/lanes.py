@@ -115,7 +115,7 @@ class LanesView:
     """What the panels show during one run. Only lanes marked dirty are re-rendered, so a
     lane's counters move only when it receives tokens (as in demo.web.ui.RaceView)."""
 
-    def __init__(self, panels: LanePanels, lanes: Sequence[str], placeholder: str = "loading…"):
+    def __init__(self, panels: LanePanels, lanes: Sequence[str], placeholder: str = "waiting for the run to start"):
         self.panels = panels
         self.lanes = list(lanes)
         self.lane = {lane: LaneState(placeholder=placeholder) for lane in self.lanes}

@@ -3,14 +3,17 @@ in the admission slot like the sweep. It reports throughput, never a race's spee
 
 from __future__ import annotations
 
+import contextlib
 import threading
+from typing import Optional
 
 import gradio as gr
 
 from ..core.errors import DemoError
 from ..engine.backend import Backend
 from . import checks
-from .visitors import VisitorIds
+from .startup_view import SPINNER, WARNING
+from .visitors import QueueDoor, VisitorIds, owner_of
 
 LOAD_CHOICES = (1, 2, 4, 8)
 MAX_LOAD_REQUESTS = 90       # requests in all (both sides, every round): anyone who can load the page can start one
@@ -40,7 +43,7 @@ def load_plan(arena: Backend, preset_name, ns, rounds, max_tokens) -> dict:
     return dict(preset=preset.name, ns=ns, rounds=rounds, max_tokens=max_tokens, requests=requests, seconds=seconds)
 
 
-def build(arena: Backend, choices: list, default_preset: str, visitor_ids: VisitorIds = VisitorIds()) -> None:
+def build(arena: Backend, choices: list, default_preset: str, door: Optional[QueueDoor] = None) -> None:
     import html
     import queue
 
@@ -48,6 +51,7 @@ def build(arena: Backend, choices: list, default_preset: str, visitor_ids: Visit
     from ..bench.load_report import format_load_table, write_load_json, write_load_plot
     from .files import Downloads
 
+    door = door or QueueDoor(VisitorIds(), arena.admission)
     results = Downloads("load", keep=KEEP_LOAD_RESULTS)
     with gr.Accordion("Throughput under load: when does speculation stop paying?", open=False):
         gr.Markdown(
@@ -76,7 +80,7 @@ def build(arena: Backend, choices: list, default_preset: str, visitor_ids: Visit
         try:
             plan = load_plan(arena, *values)
         except DemoError as e:
-            return f"⚠️ {e}"
+            return f"{WARNING} {e}"
         return f"Plan: {plan['requests']} requests, roughly {max(1, round(plan['seconds'] / 60))} min on this machine."
 
     for component in inputs:
@@ -93,7 +97,7 @@ def build(arena: Backend, choices: list, default_preset: str, visitor_ids: Visit
 
         def work():
             try:
-                ticket = arena.admission.enter("a load benchmark", stop_flag, lambda m: updates.put(f"⏳ {m}"))
+                ticket = arena.admission.enter("a load benchmark", stop_flag, lambda m: updates.put(m))
             except DemoError as e:
                 outcome["error"] = str(e)
                 updates.put(None)
@@ -105,28 +109,31 @@ def build(arena: Backend, choices: list, default_preset: str, visitor_ids: Visit
                 outcome["result"] = run_load(
                     plan["preset"], concurrency=plan["ns"], rounds=plan["rounds"], max_new_tokens=plan["max_tokens"],
                     arena=arena, stop=stop_flag,
-                    progress=lambda done, total, msg: updates.put(f"⏳ {done}/{total}: {msg}"))
+                    progress=lambda done, total, msg: updates.put(f"{done}/{total}: {msg}"))
             except DemoError as e:
                 outcome["error"] = str(e)
             finally:
                 ticket.release()
                 updates.put(None)
 
-        try:  # one job per visitor (Admission.claim), until this handler ends
-            claim = arena.admission.claim("a load benchmark", visitor_ids.keys(http))
-        except DemoError as e:
-            raise gr.Error(str(e), print_exception=False)
-        threading.Thread(target=work, name="page-load-bench", daemon=True).start()
-        try:
-            while (message := updates.get()) is not None:
-                yield f"<p class='bench-progress'>{html.escape(message)}</p>", None, None
-        finally:
-            stop_flag.set()  # Stop pressed or tab closed: the batch in flight is cut short
-            claim.release()
+        with contextlib.ExitStack() as held:
+            try:  # one job per visitor (Admission.claim, taken at the queue's door), until this handler ends
+                held.enter_context(arena.admission.visiting("a load benchmark", door.ids.keys(http)))
+            except DemoError as e:
+                raise gr.Error(str(e), print_exception=False)
+            threading.Thread(target=work, name="page-load-bench", daemon=True).start()
+            try:
+                while (message := updates.get()) is not None:
+                    yield f"<p class='bench-progress'>{SPINNER} {html.escape(message)}</p>", None, None
+            finally:
+                stop_flag.set()  # Stop pressed or tab closed: the batch in flight is cut short
         if "error" in outcome:
             raise gr.Error(outcome["error"], print_exception=False)
         result = outcome["result"]
-        out = results.new_folder()
+        try:
+            out = results.new_folder(owner_of(door.ids.keys(http)))
+        except DemoError as e:
+            raise gr.Error(str(e), print_exception=False)
         write_load_json(result, out / "load.json")
         write_load_plot(result, out / "load.png")
         yield (f"<pre class='bench-table' data-crossover='{result['crossover'] or ''}'>"
@@ -134,4 +141,5 @@ def build(arena: Backend, choices: list, default_preset: str, visitor_ids: Visit
 
     load_event = run.click(run_load_job, inputs, [table, plot, download],
                            concurrency_limit=1, concurrency_id="bench", api_name="load_bench", preprocess=False)
+    door.heavy("a load benchmark", load_event)
     stop.click(None, None, None, cancels=[load_event])

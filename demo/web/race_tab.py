@@ -21,6 +21,7 @@ from ..engine.arena import RaceRequest
 from ..engine.backend import Backend
 from . import checks, render, step_view
 from .lanes import LaneState, Shown, Throttle, retimed
+from .startup_view import PLAY, SPINNER
 
 
 class RaceView:
@@ -31,7 +32,7 @@ class RaceView:
     """
 
     def __init__(self):
-        self.sides = {s: LaneState(placeholder="loading…") for s in SIDES}
+        self.sides = {s: LaneState(placeholder="waiting for the race to start") for s in SIDES}
         self.dirty = set(SIDES)
         self.status = ""
         self.summary = ""
@@ -103,7 +104,11 @@ def stream_race(arena: Backend, request: RaceRequest, view: RaceView, components
                 yield {components["status"]: view.status}
                 continue
             if isinstance(event, StatusEvent):
-                view.status = f"⏳ {event.message}"
+                view.status = f"{SPINNER} {event.message}"
+                for name, waiting in view.sides.items():  # each panel says what it waits for
+                    if not waiting.chunks and waiting.placeholder != event.message:
+                        waiting.placeholder = event.message
+                        view.dirty.add(name)
                 yield view.outputs(components)
                 continue
             side = view.sides[event.side]
@@ -111,9 +116,10 @@ def stream_race(arena: Backend, request: RaceRequest, view: RaceView, components
             if isinstance(event, StartEvent):
                 if fair:
                     side.placeholder = "measuring alone…"
-                    view.status = f"⏳ fair mode: measuring the {event.side} pipeline alone, with all cores"
+                    view.status = f"{SPINNER} fair mode: measuring the {event.side} pipeline alone, with all cores"
                 else:
                     side.start = event.t
+                    side.placeholder = "reading the prompt (prefill)…"
                     view.status = "Racing: both pipelines run at once."
             elif isinstance(event, ChunkEvent):
                 if fair:  # recording alone; the panels fill during the replay
@@ -159,7 +165,7 @@ def _replay(view: RaceView, results: dict, components: dict, stop_flag: threadin
     t0 = time.perf_counter()
     for side in SIDES:
         view.sides[side] = LaneState(start=t0, placeholder="")
-    view.status = "▶ replaying both runs side by side at their real pace (each was measured alone)"
+    view.status = f"{PLAY} replaying both runs side by side at their real pace (each was measured alone)"
     throttle = Throttle()
     for item in retimed(results, stop_flag, t0):
         if item is not None:  # None: a heartbeat while it waits, a point where Stop can reach it

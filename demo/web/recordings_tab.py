@@ -23,6 +23,7 @@ from ..records import playback, recording
 from ..records.recording import RecordingError
 from . import render, step_view
 from .lanes import TITLES, LanePanels, LanesView, replay_into
+from .startup_view import PLAY
 
 # Replays only sleep between steps, each bounded by recording.MAX_SECONDS; they have a lane of
 # their own ("replay"): this many at once, and at most demo.web.visitors.LANE_WAITING["replay"]
@@ -49,7 +50,7 @@ def label_html(rec: recording.Recording) -> str:
     details = f"{rec.preset} · {what}" + (f" · weights: {formats}" if formats else "")
     return (f'<div class="recorded-label" data-machine="{esc(playback.machine_label(rec))}" '
             f'data-date="{esc(playback.date_label(rec))}">'
-            f"▶ <b>Recorded on {esc(playback.machine_label(rec))}, {esc(playback.date_label(rec))}</b>: "
+            f"{PLAY} <b>Recorded on {esc(playback.machine_label(rec))}, {esc(playback.date_label(rec))}</b>: "
             f"a replay at the pace it had then, not a live race. {esc(details)}"
             f'<br><span class="prompt">Prompt: {esc(rec.prompt)}</span></div>')
 
@@ -97,7 +98,7 @@ def build(booth, admission=None, door=None) -> None:
         stop_flag = threading.Event()
         try:
             yield view.outputs()
-            yield from replay_into(view, results, stop_flag, "▶ replaying a recorded race at its recorded pace")
+            yield from replay_into(view, results, stop_flag, f"{PLAY} replaying a recorded race at its recorded pace")
             if stop_flag.is_set():
                 return
             summary = playback.summarize(rec)

@@ -21,6 +21,7 @@ from ..records.scoreboard import DEFAULT_MAX_NEW_TOKENS, VISITOR, ScoreboardErro
 from ..core.errors import DemoError
 from .files import Downloads
 from .render import esc
+from .startup_view import WARNING
 from .style import LOOKUP_COLOUR
 from .visitors import VisitorIds, owner_of
 
@@ -191,7 +192,7 @@ def build(arena, booth, tab, door=None) -> None:
         try:
             standings = booth.board(arena).standings()
         except ScoreboardError as e:
-            return f'<div class="scoreboard"><p class="problem">⚠️ {esc(e)}</p></div>', -1
+            return f'<div class="scoreboard"><p class="problem">{WARNING} {esc(e)}</p></div>', -1
         if drawn is not None and drawn == standings.newest_id:
             return gr.skip(), gr.skip()
         return board_html(standings, arena.presets), standings.newest_id

@@ -16,6 +16,7 @@ from ..core.errors import DemoError
 from ..core.streaming import SIDES, SPECULATIVE
 from . import render
 from .lanes import Throttle
+from .startup_view import SPINNER
 
 # Its CSS is in demo.web.style (STEP_VIEW_CSS), which the app passes to Gradio with the page's.
 
@@ -165,7 +166,7 @@ def follow(arena, request, results: dict, view, components: dict, stop: threadin
             if superseded.is_set():
                 return
             if throttle.ready():
-                view.status = f"⏳ {message}"
+                view.status = f"{SPINNER} {message}"
                 yield view.outputs(components)
         view.extra[target] = steps_html(box[0])
     except DemoError as e:

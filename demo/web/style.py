@@ -7,6 +7,7 @@ They are all !important: Gradio repeats the page CSS under a more specific prefi
 """
 
 from .render import ACCEPTED_COLOUR, BASELINE_COLOUR, SPECULATIVE_COLOUR
+from .startup_view import CSS as STARTUP_CSS
 
 LOOKUP_COLOUR = "#009E73"  # Okabe–Ito green: the prompt-lookup lane
 
@@ -59,9 +60,9 @@ CSS = f"""
 .kiosk-mode .summary .big {{ font-size: 56px !important; }}
 .kiosk-mode .legend {{ font-size: 22px !important; }}
 .kiosk-mode #examples button {{ font-size: 22px !important; }}
-.kiosk-mode #status {{ font-size: 24px !important; }}
+.kiosk-mode #status, .kiosk-mode #startup {{ font-size: 24px !important; }}
 .kiosk-mode .race-chart {{ width: 100% !important; }}
-""" + STEP_VIEW_CSS
+""" + STEP_VIEW_CSS + STARTUP_CSS
 
 LANE_COLOURS = {"baseline": BASELINE_COLOUR, "speculative": SPECULATIVE_COLOUR, "draft": SPECULATIVE_COLOUR,
                 "lookup": LOOKUP_COLOUR, "accepted": ACCEPTED_COLOUR}

@@ -20,6 +20,7 @@ from ..engine import three_way
 from ..engine.arena import RaceRequest
 from . import checks
 from .lanes import LanePanels, LanesView, Throttle, replay_into
+from .startup_view import PLAY, SPINNER
 from .visitors import QueueDoor, VisitorIds
 
 MAX_NEW_TOKENS = 512     # three runs one after the other: keep a visitor's wait bounded
@@ -147,14 +148,18 @@ def _stream(arena, booth, request: RaceRequest, view: LanesView, download, stop_
                 yield view.outputs()
                 continue
             if isinstance(event, StatusEvent):
-                view.status = f"⏳ {event.message}"
+                view.status = f"{SPINNER} {event.message}"
+                for name, waiting in view.lane.items():  # each panel says what it waits for
+                    if not waiting.chunks and not measured[name] and waiting.placeholder != event.message:
+                        waiting.placeholder = event.message
+                        view.dirty.add(name)
                 yield view.outputs()
                 continue
             lane = event.side
             view.dirty.add(lane)
             if isinstance(event, StartEvent):
                 view.lane[lane].placeholder = "measuring alone…"
-                view.status = f"⏳ measuring the {three_way.TITLES[lane].lower()} lane alone, with all cores"
+                view.status = f"{SPINNER} measuring the {three_way.TITLES[lane].lower()} lane alone, with all cores"
             elif isinstance(event, ChunkEvent):
                 measured[lane] += len(event.chunk.token_ids)
                 view.lane[lane].placeholder = f"measuring alone… {measured[lane]} tokens"
@@ -176,7 +181,7 @@ def _stream(arena, booth, request: RaceRequest, view: LanesView, download, stop_
         return
     # A failed lane replays as an empty panel with its note; the others at their real pace.
     yield from replay_into(view, results, stop_flag,
-                           "▶ replaying the three runs side by side at their real pace (each was measured alone)")
+                           f"{PLAY} replaying the three runs side by side at their real pace (each was measured alone)")
     if stop_flag.is_set():
         return
     summary = three_way.summarize(results, three_way.how_it_ran(request))

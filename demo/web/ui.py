@@ -7,7 +7,6 @@ the startup line. Knows the engine's front door (demo.engine.backend.Backend), n
 
 from __future__ import annotations
 
-import re
 import threading
 from typing import Optional
 
@@ -17,20 +16,13 @@ from ..core import placement
 from ..core.errors import DemoError
 from ..core.settings import MAX_PROMPT_CHARS, PipelineOptions
 from ..engine.backend import Backend
-from . import bench_tab, render, step_view
+from . import bench_tab, render, step_view, startup_view
 from .booth import Booth
 from .race_tab import METHODS, RaceView, parse_race_inputs, stream_race
 from .visitors import QueueDoor, VisitorIds
 
 THEME = gr.themes.Soft()
-# An absolute path of this machine (a cache folder, a model file): never shown to visitors.
-_PATH = re.compile(r"(?<![\w.:/~])~?/(?:[^\s/'\"()\[\],;]+/)*[^\s/'\"()\[\],;]*[^\s/'\"()\[\],;.]")
-
-
-def no_paths(text: str) -> str:
-    """`text` with every absolute path replaced by "a folder on the server"."""
-    return _PATH.sub("a folder on the server", text)
-
+no_paths = startup_view.no_paths  # the line every visitor reads never shows this machine's folders
 
 # Race handlers Gradio runs at once. The engine's admission point serializes the heavy part
 # (one run on the CPU at a time, first come first served) and tells each waiting visitor
@@ -70,6 +62,8 @@ def build_demo(arena: Backend, bench_enabled: bool = True, booth: Optional[Booth
             "guesses from a small draft model** (right), both on OpenVINO GenAI. The right side usually "
             "finishes first: the main model verifies several guessed tokens in one step."
         )
+        # The launch's own progress, apart from each visitor's status line (one status per task).
+        startup = gr.HTML(startup_view.startup_html(arena.startup.view()), elem_id="startup")
         with gr.Tab("Race", id="race"):
             with gr.Row():
                 prompt = gr.Textbox(label="Prompt", lines=3, max_length=MAX_PROMPT_CHARS, elem_id="prompt",
@@ -79,7 +73,7 @@ def build_demo(arena: Backend, bench_enabled: bool = True, booth: Optional[Booth
                     stop = gr.Button("Stop", variant="stop", elem_id="stop")
             examples = gr.Dataset(components=[prompt], samples=[[e] for e in default.examples],
                                   label="Examples", elem_id="examples")
-            status = gr.Markdown("", elem_id="status")
+            status = gr.Markdown("", elem_id="status")  # this visitor's run only; the launch has #startup
             with gr.Row():
                 gr.HTML(render.LEGEND_HTML)
                 show_steps = gr.Checkbox(label="show step boundaries", value=False, elem_id="show-steps")
@@ -219,16 +213,11 @@ def build_demo(arena: Backend, bench_enabled: bool = True, booth: Optional[Booth
         ticker = gr.Timer(1.0)
 
         def startup_status():
-            phase, message = arena.startup.get()
-            message = no_paths(message)  # every visitor reads this line: the terminal has the folders
+            view = arena.startup.view()
             # What OpenVINO crashed on here, and was skipped (demo.engine.safety), stays on the page.
-            skipped = "".join(f"\n\n⚠️ {no_paths(s)}." for s in arena.skipped_configurations())
-            if phase == "preparing":
-                return f"⏳ {message}{skipped}", gr.Timer(active=True)
-            if phase == "failed":
-                return f"⚠️ {message}{skipped}", gr.Timer(active=False)
-            return f"Ready. Type a prompt and press **Run**.{skipped}", gr.Timer(active=False)
+            html = startup_view.startup_html(view, arena.skipped_configurations())
+            return html, gr.Timer(active=view.phase == "preparing")
 
-        ticker.tick(startup_status, None, [status, ticker], api_visibility="private", queue=False)
-        demo.load(startup_status, None, [status, ticker], api_visibility="private", queue=False)
+        ticker.tick(startup_status, None, [startup, ticker], api_visibility="private", queue=False)
+        demo.load(startup_status, None, [startup, ticker], api_visibility="private", queue=False)
     return demo
