@@ -16,6 +16,9 @@ from .calibrations import candidate, made_up, saved
 K_MAX = 4
 PROMPT = "Write a Python function that reverses a string."
 NEW_TOKENS = 32
+# The full plan's stages and shapes (every K timed, 3 plain rounds, K=1 in the pipeline), with
+# the launch plan's repeat counts, which the app itself trusts: what the tests check is unchanged.
+PLAN = calibration.Plan("test", repeats=3, draft_repeats=8, plain_new_tokens=32)
 
 
 @pytest.fixture(scope="module")
@@ -24,7 +27,7 @@ def result(presets, session_store, smollm2_ir):
     # always, which is what makes the acceptance check below worth something.
     return calibration.calibrate(presets.get("smollm2-self-draft"), session_store, main_formats=["gguf"],
                                draft_formats=["gguf", "int4_sym"], k_max=K_MAX, max_new_tokens=NEW_TOKENS,
-                               prompts=[PROMPT])
+                               prompts=[PROMPT], plan=PLAN)
 
 
 def test_curve_is_measured_for_every_step_size_and_mode(result):
