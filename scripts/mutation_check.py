@@ -210,7 +210,7 @@ MUTATIONS = [
         "demo/calibrate/measure.py",
         "    return [int(x) for x in logits[0, len(prompt_ids) - 1:].argmax(-1)]",
         "    return [int(x) for x in logits[0, len(prompt_ids):].argmax(-1)] + [-1]",
-        ("tests/test_calibrate.py::test_acceptance_comes_from_the_real_answer",),
+        ("tests/test_calibrate.py::test_a_format_agrees_with_itself_and_not_with_a_different_model",),
     ),
     Mutation(
         "calibrate: a step keeps every guess up to K, right or wrong",
