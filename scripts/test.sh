@@ -5,8 +5,8 @@
 #   bash scripts/test.sh --fast          # the quick tier (pytest -m fast), under 4 minutes
 #   bash scripts/test.sh -m "not slow"   # skip the embedded Qwen pair tier
 # With no arguments (what .ci/run and CI use) it runs the whole pytest suite and, when that
-# passes, scripts/mutation_check.py: 45 mutants, each a deliberate break of demo/ that must
-# make a test fail (about 5½ minutes on 2 cores); the run fails when a mutant survives,
+# passes, scripts/mutation_check.py: about 70 mutants, each a deliberate break of demo/ that must
+# make a test fail (minutes on 2 cores); the run fails when a mutant survives,
 # when a mutation's anchor is stale, or when the mutants' tests fail on unpatched code.
 # With arguments, they go to pytest and only pytest runs.
 # Running it again reuses the venv, the installed packages and the prepared models.
