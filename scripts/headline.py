@@ -74,7 +74,6 @@ def main() -> int:
         reads = {SPECULATIVE: {"main": weights_bytes(pair.main), "draft": weights_bytes(pair.draft)},
                  BASELINE: {"main": weights_bytes(pair.baseline_main)}}
         prompts = select(["code"], args.prompts)
-        settings = request.settings
         info = machine_info()
         print(f"CPU: {info.get('cpu_model')}; flags {' '.join(info.get('isa_flags', []))}", flush=True)
         engines = [SPECULATIVE, BASELINE]

@@ -152,11 +152,11 @@ def run(arena: Backend, request: RaceRequest, conversation: Conversation,
     name = arena.presets.get(request.preset).name
     conversation.check(name)
     with arena.admission.visiting("a chat turn", visitor):
-        yield from _turn(arena, request, conversation, stop, text, settings, name)
+        yield from _turn(arena, request, conversation, stop, text, settings, name, heartbeats)
 
 
 def _turn(arena: Backend, request: RaceRequest, conversation: Conversation, stop: Optional[threading.Event],
-          text: str, settings: GenerationSettings, name: str) -> Iterator:
+          text: str, settings: GenerationSettings, name: str, heartbeats: bool) -> Iterator:
     conversation.claim()
     stop = stop or threading.Event()
     try:
