@@ -46,7 +46,7 @@ class ChatRunner(FakeRunner):
 
 def fake_arena(presets, runners):
     arena = Arena(presets, store=SimpleNamespace(cache_dir=Path("/nonexistent")))
-    arena.prepare = lambda *a, **k: SimpleNamespace(main=Path("/m"), draft=Path("/d"))
+    arena.prepare = lambda *a, **k: SimpleNamespace(main=Path("/m"), draft=Path("/d"), baseline=None)
     arena.runners = lambda request, status=lambda m: None, cancel=None: runners
     return arena
 

@@ -270,7 +270,7 @@ def fake_arena(presets, with_draft=True, guard=None):
     arena.cache = FakeCache(arena)
     preset = presets.get("smollm2-self-draft")
     pair = SimpleNamespace(preset=preset, main=Path("/m"), draft=Path("/d") if with_draft else None,
-                           main_format="gguf", draft_format="gguf")
+                           main_format="gguf", draft_format="gguf", baseline=None)
     arena.prepare = lambda *a, **k: pair
     arena.prepared = lambda request: pair
     return arena

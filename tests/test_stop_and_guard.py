@@ -41,7 +41,7 @@ def arena_with(tmp_path, presets, guard) -> tuple:
     """An Arena whose guard is `guard`, and a pair of model folders (they need not exist: the guard's
     children are stand-ins)."""
     arena = Arena(presets, store=SimpleNamespace(cache_dir=tmp_path), guard=guard)
-    pair = SimpleNamespace(main=tmp_path / "main", draft=tmp_path / "draft")
+    pair = SimpleNamespace(main=tmp_path / "main", draft=tmp_path / "draft", baseline=None)
     return arena, pair
 
 

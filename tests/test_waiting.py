@@ -40,7 +40,8 @@ class SpyCache:
 def spy_arena(presets) -> Arena:
     arena = Arena(presets, store=SimpleNamespace(cache_dir=Path("/nonexistent")))
     arena.cache = SpyCache()
-    pair = SimpleNamespace(main=Path("/m"), draft=Path("/d"), main_format="gguf", draft_format="gguf")
+    pair = SimpleNamespace(main=Path("/m"), draft=Path("/d"), main_format="gguf", draft_format="gguf",
+                           baseline=None)
     arena.prepare = lambda *a, **k: pair
     arena.prepared = lambda request: pair
     arena.threads_to_use = lambda *a, **k: 1
@@ -137,7 +138,7 @@ class MutatedMidway(dict):
 def test_needs_operator_reads_the_prepared_pairs_while_a_prepare_adds_one(presets, monkeypatch):
     arena = Arena(presets, store=SimpleNamespace(cache_dir=Path("/nonexistent")))
     other = next(name for name in presets.presets if name != PRESET)
-    arena._prepared = MutatedMidway({(other, None, None): "pair", (other, "int8", None): "pair"})
+    arena._prepared = MutatedMidway({(other, None, None, None): "pair", (other, "int8", None, None): "pair"})
     monkeypatch.setattr(arena_module, "prepare_preset", lambda preset, *a, **k: f"{preset.name} pair")
 
     def another_visitor_prepares():
@@ -150,5 +151,5 @@ def test_needs_operator_reads_the_prepared_pairs_while_a_prepare_adds_one(preset
     arena._prepared.hook = another_visitor_prepares
     assert arena.needs_operator(PRESET) is None  # no "dictionary changed size during iteration"
     arena.preparer.join(HANG_GUARD_S)
-    assert arena._prepared[(PRESET, "gguf", None)] == f"{PRESET} pair"
+    assert arena._prepared[(PRESET, "gguf", None, None)] == f"{PRESET} pair"
 
