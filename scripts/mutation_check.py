@@ -427,8 +427,8 @@ MUTATIONS = [
         "downloads: old files are never deleted",
         "every Export CSV click or benchmark leaves another file on disk",
         "demo/web/files.py",
-        "            old += spare[:max(0, len(rest) + 1 - self.keep)]",
-        "            old += []",
+        "            old = mine[:max(0, len(mine) + 1 - self.keep_each)]  # the owner's own, past keep_each",
+        "            old = []  # the owner's own, past keep_each",
         ("tests/test_strangers_files.py::test_downloads_keep_at_most_keep_and_expire_by_age",),
     ),
     Mutation(
