@@ -234,7 +234,7 @@ def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMA
     quality, too_far = {}, []
     reference = folders.get(("main", REFERENCE_FORMAT))
     others = {f: str(folders[("main", f)]) for f in mains if f != REFERENCE_FORMAT}
-    if reference is not None and answered_by is not None and others:
+    if reference is not None and answered_by in answers and others:
         quality = stages.run("quality", "measure_quality", {
             "reference": str(reference), "folders": others, "texts": texts, "answers": answers[answered_by]},
             what="checking each weight format against the original GGUF")
