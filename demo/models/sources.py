@@ -219,11 +219,9 @@ class ModelStore:
         final = self.folder_for(spec, fmt)
         if is_ready_folder(final):
             return final, True
-        base_format = formats.derived_from(fmt)
         # No f16 folder yet: unpack in memory and compress in one child (no 3 GB written and read back).
         direct = fmt in formats.COMPRESSED and self.ready_path(spec, "f16") is None
-        if direct:
-            base_format = DEFAULT_FORMAT
+        base_format = DEFAULT_FORMAT if direct else formats.derived_from(fmt)
         base = None
         if base_format is not None:
             base, _ = self._prepare_format(spec, base_format, role, progress, checkpoint)
