@@ -5,7 +5,8 @@
     python scripts/mutation_check.py --list     # show the mutations and their tests
     python scripts/mutation_check.py --anchors  # only check that every patch still applies
 
-`bash scripts/test.sh` (no arguments: what CI runs) runs this after the suite passes.
+`bash scripts/test.sh` (no arguments: what CI runs) runs this after the suite passes, with
+--passed and the suite's JUnit report, so that the unpatched run below is not repeated.
 
 It copies the repository's files (`git ls-files`, plus new untracked files under demo/ and
 tests/) into a temporary folder, one copy per pytest session running at a time (-j; 2 by
@@ -1045,6 +1046,31 @@ def durations(reports: list[Path]) -> dict[tuple[str, str], float]:
     return took
 
 
+def not_shown_passing(tests: tuple[str, ...], report: Path):
+    """None when the JUnit report shows every selection in `tests` run and passing (no failure,
+    error or skip), else why not, in a few words."""
+    import xml.etree.ElementTree as ET
+
+    try:
+        cases = list(ET.parse(report).getroot().iter("testcase"))
+    except (OSError, ET.ParseError) as e:
+        return f"{report} cannot be read ({e.__class__.__name__})"
+    seen: dict[tuple[str, str], bool] = {}
+    for case in cases:
+        key = (case.get("classname", "").replace(".", "/") + ".py", case.get("name", ""))
+        ok = not any(case.find(tag) is not None for tag in ("failure", "error", "skipped"))
+        seen[key] = seen.get(key, True) and ok
+    for t in tests:
+        file, _, name = t.partition("::")
+        hits = [ok for (f, n), ok in seen.items()
+                if f == file and (not name or n == name or ("[" not in name and n.split("[")[0] == name))]
+        if not hits:
+            return f"{t} is not in {report}"
+        if not all(hits):
+            return f"{t} did not pass in {report}"
+    return None
+
+
 def expected_seconds(tests: tuple[str, ...], took: dict[tuple[str, str], float]) -> float:
     total = 0.0
     for t in tests:
@@ -1062,6 +1088,9 @@ def main(argv=None) -> int:
                     help="pytest sessions at a time, each in its own copy (default: 2, or 1 on one core)")
     ap.add_argument("--no-fork", action="store_true", help="a fresh `python -m pytest` for every session")
     ap.add_argument("-v", "--verbose", action="store_true", help="print pytest's output tail for every run")
+    ap.add_argument("--passed", type=Path, metavar="JUNIT_XML",
+                    help="the JUnit report of a whole-suite run of this very tree (scripts/test.sh writes one): "
+                         "when every mutation's tests passed in it, the unpatched run is not repeated")
     args = ap.parse_args(argv)
 
     chosen = [m for m in MUTATIONS if args.k.lower() in m.name.lower()]
@@ -1090,10 +1119,18 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory(prefix="mutation-check-") as tmp_name:
         tmp = Path(tmp_name)
         copies = [Copy(tmp / f"copy{i}", files) for i in range(max(1, args.jobs))]
-        # The unpatched copy must pass the very tests that are to kill the mutants.
+        # The unpatched copy must pass the very tests that are to kill the mutants; a suite
+        # run that just passed them all on this tree has shown that already.
         all_tests = tuple(dict.fromkeys(t for m in chosen for t in m.tests))
-        sessions = split(all_tests, len(copies))
-        reports = [tmp / f"unpatched{i}.xml" for i in range(len(sessions))]
+        why_again = None if args.passed is None else not_shown_passing(all_tests, args.passed)
+        if args.passed is not None and why_again is None:
+            print(f"  unpatched: every mutation's tests passed in {args.passed}; not run again", flush=True)
+            sessions, reports = [], [args.passed]
+        else:
+            if why_again:
+                print(f"  unpatched: run here, because {why_again}", flush=True)
+            sessions = split(all_tests, len(copies))
+            reports = [tmp / f"unpatched{i}.xml" for i in range(len(sessions))]
         clean_jobs = [Job("(none: unpatched code)", None, part, CLEAN_TIMEOUT_S, ("--junitxml", str(report)))
                       for part, report in zip(sessions, reports)]
         t0 = time.perf_counter()

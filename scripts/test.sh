@@ -60,6 +60,9 @@ fi
 
 # The full run: the suite, then (only when it passed: set -e) the mutation check, which
 # reuses the models the suite prepared in $SPECDEC_CACHE_DIR.
-python -m pytest
+# The suite's JUnit report tells the mutation check that the mutants' tests pass unpatched.
+report="$SPECDEC_CACHE_DIR/suite-report.xml"
+mkdir -p "$SPECDEC_CACHE_DIR"; rm -f "$report"
+python -m pytest --junitxml="$report"
 echo "== scripts/mutation_check.py: every deliberate break of demo/ must fail a test"
-exec python scripts/mutation_check.py
+exec python scripts/mutation_check.py --passed "$report"

@@ -388,7 +388,7 @@ def test_fair_mode_runs_on_the_fair_choice_where_models_yaml_says_auto(presets, 
     preset = presets.get("qwen2.5-coder-embedded")
     assert preset.main.format == "auto" and preset.draft.format == "auto"
     plain = {"fair": {"rates": {"int8": [9.0, 8.8, 9.1], "int4_sym": [14.0, 14.3, 13.9], "f16": [5.0, 5.1, 5.0]},
-                      "interleaved": True},
+                      "interleaved": True, "reference": {"llama.cpp": [22.0, 21.6, 21.0]}},
              "race": {"rates": {"int8": [6.0, 6.1, 6.0], "int4_sym": [7.0, 7.2, 7.1]}, "interleaved": True}}
     saved(preset, store, {"race": ("int8", "gguf", 3), "fair": ("f16", "int8", 6)}, plain=plain,
           baseline={"fair": {"main_format": "int4_sym", "baseline_tok_s": 14.0},
@@ -418,7 +418,17 @@ def test_fair_mode_runs_on_the_fair_choice_where_models_yaml_says_auto(presets, 
     assert arena.calibration_for(at_6) == {
         "predicted_speedup": 2.0 / 14.0, "formats": "main f16, draft int8; the baseline's main int4_sym",
         "fastest_alone": "int4_sym main alone, 14.0 tok/s after the first token, measured by calibration in fair "
-                         "mode (fair threads)"}
+                         "mode (fair threads)",
+        "reference": "llama.cpp on this machine, no draft: 21.6 tok/s after the first token (the same GGUF and "
+                     "prompts as the baseline, timed beside it by calibration, all cores)"}
+    # ... and the page shows that reference in "Why this speedup?" (demo.web.render).
+    from demo.core.explain import explain
+    from demo.core.streaming import RunResult
+    from demo.web.render import why_html
+
+    why = explain(RunResult("baseline", 0.0, 1.0), RunResult("speculative", 0.0, 1.0), 1.5, 6,
+                  calibration=arena.calibration_for(at_6))
+    assert "Reference: llama.cpp on this machine, no draft: 21.6 tok/s" in why_html(why)
     at_2 = RaceRequest(prompt="x", preset=preset.name, mode="fair", settings=GenerationSettings(assistant_tokens=2))
     assert arena.calibration_for(at_2)["predicted_speedup"] is None  # K=2 was not a candidate here
     at_race = RaceRequest(prompt="x", preset=preset.name, mode="race", settings=GenerationSettings(assistant_tokens=3))

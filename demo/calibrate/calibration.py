@@ -170,6 +170,7 @@ def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMA
     from ..core.bench_prompts import select
     from ..core.memory import budget_bytes, gb
     from ..core.settings import cpu_cores, race_threads
+    from ..engine import llamacpp
     from ..engine.safety import SafetyRecord
     from .stages import StageRunner
 
@@ -253,13 +254,22 @@ def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMA
 
     # What this machine does WITHOUT a draft, per mode: every usable main format's real
     # baseline pipeline, interleaved. The baseline a visitor sees is the fastest of them.
+    # With llama-cpp-python installed, its plain decoding of the same GGUF joins the fair
+    # rotation as a reference ("faster than what a visitor would use instead").
     plain, plain_pick = {}, {}
-    for mode, n in threads.items():
-        check_stop()
-        plain[mode] = stages.run(f"plain:{mode}", "measure_plain", {
-            "folders": {f: str(folders[("main", f)]) for f in usable_mains}, "threads": n,
-            "texts": texts[:plan.plain_prompts], "max_new_tokens": plan.plain_new_tokens,
-            "rounds": plan.plain_rounds}, what=f"timing the main model alone ({mode} threads)")
+    llama_gguf = None if "plain:fair" in stages.done else llamacpp.reference_gguf(preset, store)
+    try:
+        for mode, n in threads.items():
+            check_stop()
+            plain[mode] = stages.run(f"plain:{mode}", "measure_plain", {
+                "folders": {f: str(folders[("main", f)]) for f in usable_mains}, "threads": n,
+                "texts": texts[:plan.plain_prompts], "max_new_tokens": plan.plain_new_tokens, "rounds": plan.plain_rounds,
+                "llama_gguf": str(llama_gguf) if llama_gguf and mode == "fair" else None},
+                what=f"timing the main model alone ({mode} threads)")
+    finally:
+        if llama_gguf is not None:
+            llama_gguf.unlink(missing_ok=True)
+    for mode in threads:
         if not any(plain[mode]["rates"].values()):
             raise DemoError(f"No main format of {preset.name!r} runs alone on this CPU with {mode} threads; "
                             "run python -m demo.doctor to see which configurations crash.")

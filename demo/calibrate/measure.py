@@ -242,13 +242,17 @@ def decode_tok_s(chunks) -> Optional[float]:
 
 def plain_rates(folders: dict, prompts: Sequence[str], max_new_tokens: int, threads: Optional[int], rounds: int,
                 send: Callable[[str], None] = lambda m: None, stop: Optional[threading.Event] = None,
-                before_load: Callable[[str], None] = lambda fmt: None) -> dict:
+                before_load: Callable[[str], None] = lambda fmt: None,
+                reference: Optional[Callable[[], object]] = None) -> dict:
     """Each main format's real baseline pipeline (the main model alone, the arena's own),
     timed INTERLEAVED: round by round, prompt by prompt, every format in turn (the order
     rotating), so the machine's drift hits every format alike and the rates can be paired.
     {"rates": {format: [decode tok/s per (round, prompt)]}, "interleaved": bool}: when the
     pipelines do not fit in memory together they are timed one after another instead, and
-    `interleaved` says so. `before_load(format)` is called before each format is compiled."""
+    `interleaved` says so. `before_load(format)` is called before each format is compiled.
+    `reference()`, when given, makes an outside engine's runner (llama.cpp's plain decoding,
+    demo.engine.llamacpp.LlamaCppSide) that joins the rotation as one more entry; its rates
+    come back apart, {"reference": {name: [tok/s]}}, never a format to choose."""
     import gc
 
     from ..core.memory import budget_bytes
@@ -280,20 +284,33 @@ def plain_rates(folders: dict, prompts: Sequence[str], max_new_tokens: int, thre
                             "check the prepared models.")
         rates[fmt].append(rate)
 
+    from ..engine.llamacpp import SIDE as REFERENCE
+
+    def load_reference():
+        send(f"loading {REFERENCE} (no draft) to time it beside OpenVINO, as a reference")
+        runner = reference()
+        runner.run(prompts[0], GenerationSettings(max_new_tokens=WARMUP_TOKENS))  # untimed
+        return runner
+
+    if reference is not None:
+        rates[REFERENCE] = []
     if together:
         runners = {f: load(f) for f in formats}
+        if reference is not None:
+            runners[REFERENCE] = load_reference()
+        order = list(runners)
         try:
             for r in range(rounds):
                 send(f"timing the main model alone, every format in turn: round {r + 1} of {rounds}")
                 for text in prompts:
-                    for fmt in formats[r % len(formats):] + formats[:r % len(formats)]:
+                    for fmt in order[r % len(order):] + order[:r % len(order)]:
                         time_once(runners[fmt], fmt, text)
         finally:
             runners.clear()
             gc.collect()
     else:
-        for fmt in formats:
-            runner = load(fmt)
+        for fmt in formats + ([REFERENCE] if reference is not None else []):
+            runner = load_reference() if fmt == REFERENCE else load(fmt)
             try:
                 for _ in range(rounds):
                     for text in prompts:
@@ -301,7 +318,10 @@ def plain_rates(folders: dict, prompts: Sequence[str], max_new_tokens: int, thre
             finally:
                 del runner
                 gc.collect()
-    return {"rates": rates, "interleaved": together}
+    out = {"rates": {f: r for f, r in rates.items() if f != REFERENCE}, "interleaved": together}
+    if reference is not None:
+        out["reference"] = {REFERENCE: rates[REFERENCE]}
+    return out
 
 
 def top1_agreement(reference: StatefulModel, other: StatefulModel, prompts_ids: Sequence[Sequence[int]],

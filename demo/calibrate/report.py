@@ -74,6 +74,10 @@ def summary_lines(result: Calibration) -> list[str]:
         base = result.baseline["fair"]
         lines.append(f"  what the format buys: {base.main_format} alone runs "
                      f"{base.baseline_tok_s / median(fair.rates['gguf']):.2f}× the original GGUF's weights alone (fair threads)")
+    llama = fair.reference.get("llama.cpp") if fair is not None else None
+    if llama and result.baseline.get("fair"):
+        lines.append(f"  reference: llama.cpp's plain decoding of the same GGUF, {median(llama):.1f} tok/s (fair threads, "
+                     f"timed in the same rotation); the baseline runs {result.baseline['fair'].baseline_tok_s / median(llama):.2f}× it")
     fa = result.fastest_alone
     lines.append(f"  fastest main alone: {fa.main_format} at {fa.baseline_tok_s:.1f} tok/s "
                  f"({'measured' if result.plain else 'predicted'}, fair threads)")

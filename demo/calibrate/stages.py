@@ -154,8 +154,19 @@ def measure_plain(args: dict, send) -> dict:
     (measure.plain_rates): what this machine does without a draft."""
     threads = args["threads"]
     folders = {f: d for f, d in args["folders"].items() if NativeConfig(d, "main", threads).key not in args["unusable"]}
+    reference = None
+    if args.get("llama_gguf") and folders:  # llama.cpp's plain decoding of the same GGUF, as a reference
+        from ..core.settings import cpu_cores
+        from ..engine.llamacpp import LlamaCppSide
+        from ..engine.openvino_runner import template
+        import openvino_genai
+
+        tokenizer = openvino_genai.Tokenizer(next(iter(folders.values())))  # the arena's own prompt text
+        reference = lambda: LlamaCppSide(Path(args["llama_gguf"]), threads or cpu_cores(),  # noqa: E731
+                                         lambda text: template(tokenizer, text))
     return measure.plain_rates(folders, args["texts"], args["max_new_tokens"], threads, args["rounds"], send,
-                               before_load=lambda fmt: announce(send, NativeConfig(folders[fmt], "main", threads)))
+                               before_load=lambda fmt: announce(send, NativeConfig(folders[fmt], "main", threads)),
+                               reference=reference)
 
 
 def measure_quality(args: dict, send) -> dict:

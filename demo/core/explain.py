@@ -46,6 +46,7 @@ class Explanation:
     regime: str                       # one plain sentence
     formats: Optional[str] = None     # "main int8, draft gguf"
     fastest_alone: Optional[str] = None  # "int8 main alone: 14.8 tok/s" from calibration
+    reference: Optional[str] = None      # "llama.cpp on this machine, no draft: 21.6 tok/s ..." from calibration
     under_load: Optional[str] = None  # from how many simultaneous requests speculation stops paying (demo.bench.load)
     guesses: str = ""                 # what one verify step checked, in words ("4 guesses + 1")
     timer: str = "OpenVINO's per-step timers"  # where the per-step costs come from
@@ -79,7 +80,7 @@ def explain(baseline, speculative, measured_speedup: Optional[float], assistant_
             calibration: Optional[dict] = None, method: str = "draft") -> Explanation:
     """`baseline`/`speculative` are RunResults; `assistant_tokens` is K, None for a confidence
     threshold; `calibration` is this machine's entry for the formats in use (demo.calibrate),
-    with optionally "predicted_speedup", "formats" and "fastest_alone"."""
+    with optionally "predicted_speedup", "formats", "fastest_alone" and "reference"."""
     wall = speculative.end - speculative.start
     verify_s = speculative.ov_main_infer_ms / 1000 if speculative.ov_main_infer_ms is not None else None
     draft_s = speculative.ov_draft_infer_ms / 1000 if speculative.ov_draft_infer_ms is not None else None
@@ -111,6 +112,7 @@ def explain(baseline, speculative, measured_speedup: Optional[float], assistant_
         regime=regime_sentence(ratio, step_ratio, checked, tau),
         formats=(calibration or {}).get("formats"),
         fastest_alone=(calibration or {}).get("fastest_alone"),
+        reference=(calibration or {}).get("reference"),
         under_load=(calibration or {}).get("under_load"),
         guesses=_guesses(method, k, per_step), timer=timer,
     )

@@ -368,6 +368,11 @@ class Arena:
             best = max(rates, key=rates.get)
             fastest = (f"{best} main alone, {rates[best]:.1f} tok/s after the first token, measured by calibration "
                        f"in {mode} mode ({'1 thread' if mode == 'race' and result.threads.get('race') == 1 else mode + ' threads'})")
+        reference = None
+        llama = result.plain["fair"].reference.get("llama.cpp") if "fair" in result.plain else None
+        if llama:
+            reference = (f"llama.cpp on this machine, no draft: {median(llama):.1f} tok/s after the first token "
+                         f"(the same GGUF and prompts as the baseline, timed beside it by calibration, all cores)")
         predicted = None
         if match:
             # Against what the baseline really runs here: the measured fastest alone, when there is one.
@@ -375,7 +380,8 @@ class Arena:
         formats = f"main {pair.main_format}, draft {pair.draft_format}"
         if pair.baseline is not None:
             formats += f"; the baseline's main {pair.baseline_format}"
-        return {"predicted_speedup": predicted, "formats": formats, "fastest_alone": fastest, **under_load}
+        return {"predicted_speedup": predicted, "formats": formats, "fastest_alone": fastest, "reference": reference,
+                **under_load}
 
 
 def weights_note(pair: PreparedPair, mode: str) -> str:

