@@ -26,6 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from demo.bench.paired import decode_rate, paired, spread, token_times  # noqa: E402
+from demo.bench.weights_read import gguf_bytes_per_token, ir_bytes_per_token, memory_read_gb_s  # noqa: E402
 from demo.core.bench_prompts import select  # noqa: E402
 from demo.core.errors import DemoError, run_command  # noqa: E402
 from demo.core.machine import machine_info  # noqa: E402
@@ -43,7 +44,8 @@ LLAMA = llamacpp.SIDE
 
 
 def weights_bytes(folder: Path) -> int:
-    return sum(f.stat().st_size for f in folder.glob("openvino_model.bin"))
+    """Bytes of weights one decoding step of this IR reads (a lookup-only embedding table left out)."""
+    return ir_bytes_per_token(folder)["per_token"]
 
 
 def main() -> int:
@@ -76,6 +78,8 @@ def main() -> int:
         prompts = select(["code"], args.prompts)
         info = machine_info()
         print(f"CPU: {info.get('cpu_model')}; flags {' '.join(info.get('isa_flags', []))}", flush=True)
+        bandwidth = memory_read_gb_s(cpu_cores())  # the physical limit a single-token decode runs against
+        print(f"memory read bandwidth, {cpu_cores()} threads: {bandwidth:.1f} GB/s", flush=True)
         engines = [SPECULATIVE, BASELINE]
 
         def run_openvino(side: str, text: str, tokens: int) -> list[float]:
@@ -94,7 +98,7 @@ def main() -> int:
                                     "pass --no-llamacpp.")
                 gguf = llamacpp.assemble(preset.main, arena.store.locate_parts(preset.main), Path(tmp) / "main.gguf")
                 llama = llamacpp.LlamaCppRunner(gguf, cpu_cores())
-                reads[LLAMA] = {"main": gguf.stat().st_size}
+                reads[LLAMA] = {"main": gguf_bytes_per_token(gguf)["per_token"]}
                 labels[LLAMA] = f"llama.cpp: plain decoding of the original GGUF, {cpu_cores()} threads, flash attention"
                 engines.append(LLAMA)
                 import openvino_genai
@@ -130,8 +134,13 @@ def main() -> int:
             summary[e] = {"decode_tok_s": spread([r for s in samples if (r := decode_rate(s["times"][e]))])}
         for e in engines:
             s = summary[e]["decode_tok_s"]
+            # Plain engines read their weights once a token: bytes × rate is the bandwidth they reach.
+            if e != SPECULATIVE:
+                summary[e]["gb_s"] = sum(reads[e].values()) * s["median"] / 1e9
+            reach = (f"; {summary[e]['gb_s']:.1f} GB/s of weights, {summary[e]['gb_s'] / bandwidth:.0%} of the measured "
+                     "bandwidth" if "gb_s" in summary[e] else "")
             print(f"{e:>12}: {s['median']:6.2f} tok/s after the first token (median of {s['n']}; "
-                  f"{s['min']:.2f}–{s['max']:.2f})")
+                  f"{s['min']:.2f}–{s['max']:.2f}){reach}")
         for name in comparisons:
             if name in summary:
                 s = summary[name]["ratio"]
@@ -139,7 +148,8 @@ def main() -> int:
                       f"{s['n']} pairs)")
         if args.json:
             args.json.write_text(json.dumps({
-                "machine": info, "preset": preset.name, "k": k, "labels": labels, "weights_bytes": reads,
+                "machine": info, "preset": preset.name, "k": k, "labels": labels, "weights_bytes_per_token": reads,
+                "memory_read_gb_s": bandwidth,
                 "prompts": [p.id for p in prompts], "rounds": args.rounds, "max_new_tokens": args.max_new_tokens,
                 "summary": summary, "comparisons": comparisons, "samples": samples}, indent=1))
         arena.cache.clear()
