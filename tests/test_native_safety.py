@@ -149,9 +149,6 @@ def test_a_race_survives_a_crashing_thread_count_and_a_restart_never_tries_it_ag
     again.cache.clear()
 
 
-@pytest.mark.xfail(strict=True, reason="known regression from merging the launch's own #startup line (issue 32) with the "
-                   "fail-closed guard (issue 31): after a recorded crash the Ready line shows no skipped sentence; "
-                   "open in the 2026-12-03 closing note, to be fixed next session")
 def test_the_page_says_what_was_skipped(own_cache, presets, crash_one_thread):
     from .test_browser import CHROMIUM, CHROMIUM_ARGS, sync_api
     import app

@@ -63,7 +63,8 @@ def build_demo(arena: Backend, bench_enabled: bool = True, booth: Optional[Booth
             "finishes first: the main model verifies several guessed tokens in one step."
         )
         # The launch's own progress, apart from each visitor's status line (one status per task).
-        startup = gr.HTML(startup_view.startup_html(arena.startup.view()), elem_id="startup")
+        startup = gr.HTML(startup_view.startup_html(arena.startup.view(), arena.skipped_configurations()),
+                          elem_id="startup")  # a page opened on a ready app shows the skipped ones at once
         with gr.Tab("Race", id="race"):
             with gr.Row():
                 prompt = gr.Textbox(label="Prompt", lines=3, max_length=MAX_PROMPT_CHARS, elem_id="prompt",
