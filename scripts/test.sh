@@ -4,11 +4,13 @@
 #   bash scripts/test.sh                 # everything: the suite, then the mutation check
 #   bash scripts/test.sh --fast          # the quick tier (pytest -m fast), under 4 minutes
 #   bash scripts/test.sh -m "not slow"   # skip the embedded Qwen pair tier
-# With no arguments (what .ci/run and CI use) it runs the whole pytest suite and, when that
-# passes, scripts/mutation_check.py: about 70 mutants, each a deliberate break of demo/ that must
-# make a test fail (minutes on 2 cores); the run fails when a mutant survives,
-# when a mutation's anchor is stale, or when the mutants' tests fail on unpatched code.
-# With arguments, they go to pytest and only pytest runs.
+#   bash scripts/test.sh --mutants      # the suite, then scripts/mutation_check.py (before a merge)
+# With no arguments (what .ci/run and CI use) it runs the whole pytest suite, two test files at
+# a time (pytest-xdist, one per core), in about 27 minutes on 2 cores. --mutants then runs
+# scripts/mutation_check.py: about 70 mutants, each a deliberate break of demo/ that must make a
+# test fail (about 8 more minutes, which is why CI, held to 30 minutes, leaves it to the merger);
+# stale mutation anchors are caught by the suite itself (tests/test_mutation_anchors.py).
+# Any other arguments go to pytest and only pytest runs.
 # Running it again reuses the venv, the installed packages and the prepared models.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -50,7 +52,7 @@ export SPECDEC_CACHE_DIR="${SPECDEC_CACHE_DIR:-$PWD/.cache-test}"
 export GRADIO_ANALYTICS_ENABLED=False HF_HUB_DISABLE_TELEMETRY=1 HF_HUB_OFFLINE=1
 
 if [ "${SPECDEC_INSTALL_ONLY:-}" = 1 ]; then exit 0; fi
-if [ $# -gt 0 ]; then
+if [ $# -gt 0 ] && [ "$1" != --mutants ]; then
   args=()
   for a in "$@"; do
     if [ "$a" = --fast ]; then args+=(-m fast); else args+=("$a"); fi
@@ -58,11 +60,14 @@ if [ $# -gt 0 ]; then
   exec python -m pytest "${args[@]}"
 fi
 
-# The full run: the suite, then (only when it passed: set -e) the mutation check, which
-# reuses the models the suite prepared in $SPECDEC_CACHE_DIR.
-# The suite's JUnit report tells the mutation check that the mutants' tests pass unpatched.
+# The full run: the suite, one pytest worker per core (each test file stays in one worker, so
+# its module fixtures are built once); with --mutants, then (only when it passed: set -e) the
+# mutation check, which reuses the suite's report and the models it prepared in $SPECDEC_CACHE_DIR.
 report="$SPECDEC_CACHE_DIR/suite-report.xml"
 mkdir -p "$SPECDEC_CACHE_DIR"; rm -f "$report"
-python -m pytest --junitxml="$report"
-echo "== scripts/mutation_check.py: every deliberate break of demo/ must fail a test"
-exec python scripts/mutation_check.py --passed "$report"
+workers=$(( $(nproc) < 2 ? 1 : 2 ))
+python -m pytest -n "$workers" --dist loadfile --junitxml="$report"
+if [ "${1:-}" = --mutants ]; then
+  echo "== scripts/mutation_check.py: every deliberate break of demo/ must fail a test"
+  exec python scripts/mutation_check.py --passed "$report"
+fi

@@ -9,6 +9,8 @@ os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 
 from pathlib import Path
 
+import time
+
 import pytest
 
 from demo.models.presets import load_presets
@@ -99,6 +101,11 @@ def running_app(session_store, smollm2_ir):
     demo = app.make_demo(preset=SMOLLM2, cache_dir=session_store.cache_dir)
     app.launch(demo, port=_free_port(), prevent_thread_lock=True, quiet=True)
     try:
+        # The launch's own warm-up holds the machine a while (longer beside another test
+        # session): tests that expect an idle machine start when it is done.
+        deadline = time.monotonic() + 300
+        while demo.arena.startup.view().phase == "preparing" and time.monotonic() < deadline:
+            time.sleep(0.2)
         yield demo
     finally:
         demo.close()
