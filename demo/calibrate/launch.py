@@ -30,9 +30,9 @@ class LaunchCalibrator:
         return {"main_formats": main, "draft_formats": draft, "plan": calibration.LAUNCH}
 
     def convert_early(self, preset, store, report: Callable[[str], None], stop: threading.Event) -> None:
-        """Convert the formats the launch calibrates as soon as each model's own IR is on disk,
-        in a child at low priority: on 2 cores the pair's prepare and load leave a core idle
-        most of the time. A compressed format is made straight from the GGUF IR (its weights
+        """Convert the formats the launch calibrates as soon as each model's own IR is on disk
+        (the warm-up calls it once the default pair is warm), in a child at low priority,
+        beside the calibration's own prepare. A compressed format is made straight from the GGUF IR (its weights
         unpacked in memory, demo.models.formats.unpack_and_compress); the main model first,
         the longest."""
         plan = self.plan()
