@@ -226,10 +226,28 @@ def test_prompt_plus_new_tokens_must_fit_the_models_context(presets, tmp_path):
 
     folder = ModelStore(tmp_path).prepare(presets.get("smollm2-self-draft").main).path
     assert max_context(folder) == 8192
-    check_fits(SPECULATIVE, 4000, GenerationSettings(max_new_tokens=4000, assistant_tokens=4), 8192)  # 8004 fits
-    with pytest.raises(DemoError, match=r"^The prompt \(4090 tokens\) plus 4100 new tokens does not fit in the "
-                                        r"8192 tokens this model can hold; shorten the prompt or lower max new tokens\.$"):
-        check_fits(SPECULATIVE, 4090, GenerationSettings(max_new_tokens=4100, assistant_tokens=4), 8192)
+    # Within one job's budget (1000 x 1000 tokens), against a model that holds 2,004 tokens.
+    check_fits(SPECULATIVE, 1000, GenerationSettings(max_new_tokens=1000, assistant_tokens=4), 2004)  # 2004 fits
+    with pytest.raises(DemoError, match=r"^The prompt \(1000 tokens\) plus 1001 new tokens does not fit in the "
+                                        r"2004 tokens this model can hold; shorten the prompt or lower max new tokens\.$"):
+        check_fits(SPECULATIVE, 1000, GenerationSettings(max_new_tokens=1001, assistant_tokens=4), 2004)
+
+
+def test_one_job_is_bounded_in_prompt_tokens_times_new_tokens():
+    """However large the model's context, a stranger cannot ask for the longest prompt and the
+    longest answer at once: 4,096 x 512 = 2,097,152 token pairs at most (the prefill of such a
+    prompt cannot be stopped once it runs)."""
+    from demo.engine.openvino_runner import check_fits
+
+    roomy = 1 << 20  # a context that never binds here
+    check_fits(SPECULATIVE, 4096, GenerationSettings(max_new_tokens=512), roomy)
+    check_fits(SPECULATIVE, 1024, GenerationSettings(max_new_tokens=2048), roomy)
+    with pytest.raises(DemoError, match=r"^A 4096-token prompt with 513 new tokens is more work than one run may take "
+                                        r"here \(prompt tokens × new tokens at most 2,097,152\); shorten the prompt "
+                                        r"or lower max new tokens\.$"):
+        check_fits(SPECULATIVE, 4096, GenerationSettings(max_new_tokens=513), roomy)
+    with pytest.raises(DemoError, match=r"^A 1025-token prompt with 2048 new tokens"):
+        check_fits("baseline", 1025, GenerationSettings(max_new_tokens=2048), roomy)
 
 
 def live_runners() -> list:

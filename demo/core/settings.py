@@ -14,6 +14,10 @@ Mode = Literal["race", "fair"]
 MAX_NEW_TOKENS_LIMIT = 2048
 MAX_PROMPT_CHARS = 16_000
 MAX_PROMPT_TOKENS = 4096
+# One job's work, prompt tokens × new tokens: a 4,096-token prompt gets at most 512 new tokens,
+# 2,048 new tokens a prompt of at most 1,024. The prefill cannot be stopped once it runs
+# (RELIABILITY.md), so a stranger's longest job stays a few minutes on 2 cores, not a quarter hour.
+JOB_TOKEN_BUDGET = 4096 * 512
 
 
 @dataclass(frozen=True)

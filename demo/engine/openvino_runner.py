@@ -10,7 +10,7 @@ import time
 from typing import Callable, Optional
 
 from ..core.errors import DemoError, unexpected, without_paths
-from ..core.settings import MAX_PROMPT_TOKENS, GenerationSettings
+from ..core.settings import JOB_TOKEN_BUDGET, MAX_PROMPT_TOKENS, GenerationSettings
 from ..core.streaming import SPECULATIVE, Chunk, IncrementalDetokenizer, RunResult
 from . import kv_capacity
 
@@ -79,12 +79,17 @@ def count_tokens(tokenizer, text: str) -> int:
 
 def check_fits(side: str, n_prompt: int, settings: GenerationSettings, max_context: Optional[int],
                max_prompt: Optional[int] = None, kv_tokens: Optional[int] = None) -> None:
-    """Refuse a prompt of `n_prompt` tokens that this side's model cannot hold with the new
-    tokens, that its device cannot take (`max_prompt`: the NPU's compiled prompt length), or
+    """Refuse a prompt of `n_prompt` tokens that is too much work with the new tokens (one job's
+    budget, JOB_TOKEN_BUDGET), that this side's model cannot hold with them, that its device cannot take (`max_prompt`: the NPU's compiled prompt length), or
     that its KV-cache pools cannot hold (`kv_tokens`: kv_capacity.side_capacity)."""
     if n_prompt > MAX_PROMPT_TOKENS:
         raise DemoError(
             f"The prompt is {n_prompt} tokens long; this demo accepts at most {MAX_PROMPT_TOKENS}, so shorten it."
+        )
+    if n_prompt * settings.max_new_tokens > JOB_TOKEN_BUDGET:
+        raise DemoError(
+            f"A {n_prompt}-token prompt with {settings.max_new_tokens} new tokens is more work than one run may take "
+            f"here (prompt tokens × new tokens at most {JOB_TOKEN_BUDGET:,}); shorten the prompt or lower max new tokens."
         )
     if max_prompt is not None and n_prompt > max_prompt:
         raise DemoError(f"The prompt is {n_prompt} tokens long and the NPU takes at most {max_prompt}; "
