@@ -5,8 +5,9 @@
     python scripts/mutation_check.py --list     # show the mutations and their tests
     python scripts/mutation_check.py --anchors  # only check that every patch still applies
 
-`bash scripts/test.sh` (no arguments: what CI runs) runs this after the suite passes, with
---passed and the suite's JUnit report, so that the unpatched run below is not repeated.
+`bash scripts/test.sh --mutants` runs this after the suite passes, with --passed and the
+suite's JUnit report, so that the unpatched run below is not repeated (CI's `bash
+scripts/test.sh` runs the suite only, to stay within 30 minutes).
 
 It copies the repository's files (`git ls-files`, plus new untracked files under demo/ and
 tests/) into a temporary folder, one copy per pytest session running at a time (-j; 2 by
