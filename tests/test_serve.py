@@ -198,10 +198,10 @@ def test_the_front_door_streams_both_sides_before_either_finishes(arena_on_ray):
         r = results[side]
         assert r.error is None and not r.cancelled
         assert sum(len(c.token_ids) for c in r.chunks) == r.ov_generated_tokens == 96
-        # On our clock (shifted once, at the side's StartEvent; durations are the replica's own):
-        # inside the window this process asked and got its answer in, whatever the CPU's speed
-        # (give or take the events' transit: the shift is taken from the StartEvent's arrival).
-        assert asked <= r.start <= r.chunks[0].t <= r.chunks[-1].t <= r.end <= returned + 1.0
+        # On our clock (durations are the replica's own; the result's shift is the quickest trip
+        # any of its events made, so it cannot land after it arrived): inside the window this
+        # process asked and got its answer in, whatever the CPU's speed or load.
+        assert asked <= r.start <= r.chunks[0].t <= r.chunks[-1].t <= r.end <= returned
     assert results[SPECULATIVE].ov_accepted_tokens > 0
 
 

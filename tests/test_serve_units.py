@@ -372,8 +372,34 @@ def test_remote_run_moves_replica_clocks_onto_ours_and_keeps_every_duration(remo
     start, d = events[1], events[-1].result
     assert before <= start.t <= after
     assert [e.chunk.t - start.t for e in events[2:4]] == pytest.approx([0.25, 0.5])
-    assert (d.start, d.end - d.start, d.ran_on) == (pytest.approx(start.t), pytest.approx(0.75), "node-b")
+    assert (d.end - d.start, d.ran_on) == (pytest.approx(0.75), "node-b")
     assert [c.t - d.start for c in d.chunks] == pytest.approx([0.25, 0.5])
+    # These events all arrived at once, so the result's quickest trip puts it before `after`.
+    assert d.start <= start.t and d.end <= after
+
+
+def test_a_held_up_start_cannot_place_the_result_after_it_arrived(remote):
+    """A busy machine delays the StartEvent by 2 s; the Done arrives at once: the result keeps
+    its own durations and ends no later than it reached us (the quickest trip sets its offset)."""
+    far = 1_000_000.0 - time.perf_counter()  # the replica's clock: ours plus `far`
+
+    class Replica(FakeGen):
+        def __next__(self):
+            now = time.perf_counter() + far
+            if not self.events:
+                raise StopIteration
+            made = self.events.pop(0)
+            if made == "start":
+                return StartEvent(BASELINE, now - 2.0)  # made 2 s ago, held up on the way
+            return DoneEvent(BASELINE, RunResult(BASELINE, start=now - 2.0, end=now - 0.01,
+                                                 chunks=[chunk(BASELINE, 1, now - 1.0)]))
+
+    arena, _ = remote(Replica(["start", "done"]))
+    events = list(arena.run(request()))
+    after = time.perf_counter()
+    d = events[-1].result
+    assert d.end <= after
+    assert (d.end - d.start, d.chunks[0].t - d.start) == (pytest.approx(1.99), pytest.approx(1.0))
 
 
 def test_a_refusal_from_the_cluster_is_the_users_sentence(remote):

@@ -9,9 +9,11 @@ to a Baseline and a Speculative replica, maybe on two machines, and streams both
 
 Clocks: each side's times (StartEvent.t, Chunk.t, RunResult.start/end) are taken where its
 tokens are made, on that replica's perf_counter. They are shifted onto this process's
-perf_counter when they arrive (one offset per side, fixed when its StartEvent arrives), so
-every duration the page shows is the replica's own and nothing mixes two machines' clocks;
-only the placement on our clock is late by the StartEvent's trip here (milliseconds).
+perf_counter when they arrive, so every duration the page shows is the replica's own and
+nothing mixes two machines' clocks. While a side streams, one offset (fixed when its
+StartEvent arrives) keeps its chunks in order; its final result takes the smallest offset
+any of its events showed (the quickest trip here), so a StartEvent held up on a busy machine
+cannot place the result after the moment it arrived.
 
 Stop: closing the iterator (the page's Stop, a closed tab) or setting `stop` cancels the
 streaming call; Ray carries the cancellation to the Race replica and from there to both
@@ -193,13 +195,15 @@ class _Clocks:
     """Shifts each side's replica times onto this process's perf_counter."""
 
     def __init__(self):
-        self.offsets: dict = {}
+        self.offsets: dict = {}   # side -> the offset its StartEvent showed (for streaming)
+        self.quickest: dict = {}  # side -> the smallest offset any of its events showed
         self.started: dict = {}   # side -> local start
         self.chunks: dict = {side: [] for side in SIDES}
 
     def _offset(self, side: str, remote_t: float) -> float:
-        if side not in self.offsets:
-            self.offsets[side] = time.perf_counter() - remote_t
+        seen = time.perf_counter() - remote_t  # the true offset plus this event's trip here
+        self.offsets.setdefault(side, seen)
+        self.quickest[side] = min(self.quickest.get(side, seen), seen)
         return self.offsets[side]
 
     def local(self, event):
@@ -214,7 +218,8 @@ class _Clocks:
             return replace(event, chunk=chunk)
         if isinstance(event, DoneEvent):
             r = event.result
-            off = self._offset(event.side, r.end)
+            self._offset(event.side, r.end)
+            off = self.quickest[event.side]
             return DoneEvent(event.side, replace(r, start=r.start + off, end=r.end + off,
                                                  chunks=[replace(c, t=c.t + off) for c in r.chunks]))
         return event  # StatusEvent
