@@ -30,6 +30,17 @@ PROMPT = "Write a Python function that reverses a string."
 
 # -- the child process ----------------------------------------------------------------
 
+def test_the_smoke_test_runs_paged_attention_with_multi_token_verify_steps(smollm2_ir):
+    """The guard proves the shapes the app's process runs: OpenVINO's own per-step token
+    counts show steps of more than one token (a verify), which a one-token-a-step stateful
+    check never runs."""
+    result = isolation.run("demo.engine.safety:smoke_test", {"folder": str(smollm2_ir), "threads": 1},
+                           what="the smoke test", timeout_s=300)
+    assert result["largest_step"] > 1
+    assert result["ms_per_token"] > 0
+
+
+
 def test_a_child_returns_its_answer_and_its_messages():
     messages = []
     assert isolation.run(f"{STAND_INS}:answer", {"x": 21}, what="x", on_message=messages.append) == {"doubled": 42}

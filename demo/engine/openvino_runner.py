@@ -9,8 +9,9 @@ import threading
 import time
 from typing import Callable, Optional
 
+from ..core import placement
 from ..core.errors import DemoError, unexpected, without_paths
-from ..core.settings import JOB_TOKEN_BUDGET, MAX_PROMPT_TOKENS, GenerationSettings
+from ..core.settings import JOB_TOKEN_BUDGET, MAX_PROMPT_TOKENS, GenerationSettings, PipelineOptions
 from ..core.streaming import SPECULATIVE, Chunk, IncrementalDetokenizer, RunResult
 from . import kv_capacity
 
@@ -222,3 +223,16 @@ def first_line(e: BaseException) -> str:
     # OpenVINO errors start with "Exception from src/...cpp:123:"; the useful part follows.
     useful = [l for l in lines if not l.startswith("Exception from") and not l.startswith("Check '")]
     return without_paths((useful or lines or [type(e).__name__])[0])[:300]  # no folder of this machine on the page
+
+
+def scheduler_config(options: PipelineOptions):
+    """The one SchedulerConfig every pipeline of a comparison is built with (placement.SchedulerSettings)."""
+    import openvino_genai as ov
+
+    wanted = placement.scheduler_settings(options)
+    config = ov.SchedulerConfig()
+    config.cache_size = wanted.cache_size_gb
+    config.max_num_batched_tokens = wanted.max_num_batched_tokens
+    config.dynamic_split_fuse = wanted.dynamic_split_fuse
+    config.enable_prefix_caching = wanted.enable_prefix_caching
+    return config

@@ -18,7 +18,7 @@ from ..core.errors import DemoError
 from ..core.settings import GenerationSettings, PipelineOptions
 from ..core.streaming import BASELINE, SIDES, SPECULATIVE
 from . import kv_capacity
-from .openvino_runner import OpenVINORunner, check_fits, count_tokens, first_line, template
+from .openvino_runner import OpenVINORunner, check_fits, count_tokens, first_line, scheduler_config, template
 
 
 def available_devices() -> list[str]:
@@ -263,19 +263,6 @@ def max_context(folder: Path) -> Optional[int]:
             if isinstance(data.get(k), int) and data[k] > 0:
                 return data[k]
     return None
-
-
-def scheduler_config(options: PipelineOptions):
-    """The one SchedulerConfig every pipeline of a comparison is built with (placement.SchedulerSettings)."""
-    import openvino_genai as ov
-
-    wanted = placement.scheduler_settings(options)
-    config = ov.SchedulerConfig()
-    config.cache_size = wanted.cache_size_gb
-    config.max_num_batched_tokens = wanted.max_num_batched_tokens
-    config.dynamic_split_fuse = wanted.dynamic_split_fuse
-    config.enable_prefix_caching = wanted.enable_prefix_caching
-    return config
 
 
 def _load_pipelines(key: PairKey, sides: tuple, status: Callable[[str], None]) -> dict:

@@ -32,8 +32,11 @@ from ..core.files import write_atomic
 SMOKE_TIMEOUT_S = 300   # compile + a 100-token prefill: a minute for an f16 1.5B on one slow core
 SMOKE_ATTEMPTS = 2      # a smoke test that outlives its deadline is tried once more, then left unproven
 TOO_SLOW_MS = 2000      # per token: no visitor waits for that; doctor says so (still usable)
-PREFIX = 100
-STEPS = 3
+STEPS = 12     # new tokens: prompt lookup verifies up to VERIFY_K + 1 a step
+VERIFY_K = 3
+# About 100 tokens that repeat themselves, so prompt lookup finds its n-grams at once and
+# the model verifies several tokens a step, as the main does in a speculative race.
+SMOKE_PROMPT = "def add(a, b):\n    return a + b\n\n" * 8 + "def add(a, b):\n"
 
 WORKS, CRASHES, TOO_SLOW = "works", "crashes", "too slow"
 
@@ -230,16 +233,25 @@ class NativeGuard:
 
 
 def smoke_test(args: dict, send: Callable[[str], None]) -> dict:
-    """The child's side: compile the folder with the thread count, prefill 100 tokens, then
-    decode a few steps (where the known native crashes happen); ms per decoded token."""
-    from .stateful import StatefulModel
+    """The child's side: compile the folder as the arena's pipelines compile it (the
+    continuous-batching scheduler, paged attention, the properties placement gives the thread
+    count), prefill a prompt of about 100 tokens, then decode with prompt lookup, so the model
+    also runs the multi-token verify steps a speculative side runs (where the known native
+    crashes happen). Returns ms a token after the first, and the most tokens one step made."""
+    import openvino_genai as ov
 
-    model = StatefulModel(Path(args["folder"]), args["threads"])
-    try:
-        model.feed([list(range(1, PREFIX + 1))], 0)
-        start = time.perf_counter()
-        for i in range(STEPS):
-            model.feed([[PREFIX + 1 + i]], PREFIX + i)
-        return {"ms_per_token": (time.perf_counter() - start) / STEPS * 1000}
-    finally:
-        model.close()
+    from ..core import placement
+    from ..core.settings import PipelineOptions
+    from .openvino_runner import scheduler_config
+
+    options = PipelineOptions(threads=args["threads"])
+    pipe = ov.LLMPipeline(args["folder"], "CPU", prompt_lookup=True, scheduler_config=scheduler_config(options),
+                          **placement.pipeline_properties("CPU", options, "prompt_lookup"))
+    config = ov.GenerationConfig()
+    config.max_new_tokens, config.num_assistant_tokens, config.max_ngram_size = STEPS, VERIFY_K, 3
+    config.ignore_eos, config.apply_chat_template = True, False
+    metrics = pipe.generate([SMOKE_PROMPT], config).perf_metrics
+    tokens = int(metrics.get_num_generated_tokens())
+    decoding_ms = metrics.get_generate_duration().mean - metrics.get_ttft().mean
+    return {"ms_per_token": decoding_ms / max(1, tokens - 1),
+            "largest_step": max(int(n) for n in metrics.raw_metrics.m_batch_sizes)}
