@@ -660,6 +660,30 @@ MUTATIONS = [
         "        if recorded is not None:",
         ("tests/test_startup_progress.py::test_time_left_from_the_rate_so_far_else_from_an_earlier_launch_else_none",),
     ),
+    Mutation(
+        "strangers: a Space's proxy address does not name a visitor",
+        "the one-job rule binds only the session a script chooses: one address takes every handler",
+        "demo/web/visitors.py",
+        "            return next((e for e in reversed(entries) if _global(e)), None)",
+        "            return None",
+        ("tests/test_strangers_load.py::test_one_address_sending_20_races_without_a_session_gets_one_and_the_next_visitor_is_next",),
+    ),
+    Mutation(
+        "strangers: replays wait without a bound",
+        "queued replays fill Gradio's one line and every race gets 'Queue is full'",
+        "demo/web/visitors.py",
+        'LANE_WAITING = {"race": 6, "replay": 2, "bench": 1}',
+        'LANE_WAITING = {"race": 6, "replay": 100, "bench": 1}',
+        ("tests/test_strangers_load.py::test_24_replays_by_fn_index_cannot_fill_the_line_a_race_needs",),
+    ),
+    Mutation(
+        "strangers: request bodies have no size limit",
+        "a 200 MB body is read whole into memory on the event loop",
+        "demo/web/limits.py",
+        "        limit = MAX_UPLOAD_BODY if upload else self.max_body",
+        "        limit = 1 << 40",
+        ("tests/test_strangers_load.py::test_a_200_mb_body_is_answered_413_while_a_race_keeps_streaming",),
+    ),
 ]
 
 

@@ -14,7 +14,7 @@ time after the first token; its step split comes from OpenVINO's own per-model m
 
 A variant named base* is the main model alone; any other is speculative with that K. Its
 JSON holds extra properties for both constructors ("draft:" prefixed keys go to the draft
-only, "main:" to the main only), and "@draft" names another draft folder.
+only, "main:" to the main only), and "@draft" or "@main" names another draft or main folder.
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ def build(main: Path, draft: Path, props: dict, speculative: bool):
 
     props = dict(props)
     draft = Path(props.pop("@draft", draft))
+    main = Path(props.pop("@main", main))
     s = SchedulerSettings(cache_size_gb=1)
     config = ov.SchedulerConfig()
     config.cache_size = s.cache_size_gb
