@@ -195,7 +195,6 @@ def test_stop_freezes_both_panels_and_stops_the_engine_within_two_steps(page, en
         pytest.fail("the story race never streamed on both sides")
     page.wait_for_function(
         "() => window.__samples.some(x => x.b > 20 && x.s > 20 && x.bTok > 0 && x.sTok > 0)", timeout=120_000)
-    page.screenshot(path=str(ARTIFACTS / "race-running.png"), full_page=True)
     # The Stop button asks the server to cancel; when the server answers, it has closed the
     # race handler, so from then on each side may finish at most two steps.
     # The click is dispatched on the button, not aimed with the pointer: once, under two pytest
@@ -222,6 +221,9 @@ def test_stop_freezes_both_panels_and_stops_the_engine_within_two_steps(page, en
     else:
         pytest.fail("the panels still changed 30 s after Stop")
     page.evaluate("() => clearInterval(window.__sampler)")
+    # Taken after Stop, not before, so nothing slow sits between the race streaming and Stop:
+    # under two pytest workers the 1,024-token race once ended before Stop was pressed.
+    page.screenshot(path=str(ARTIFACTS / "race-stopped.png"), full_page=True)
     for side in ("baseline", "speculative"):
         run = last_run(engine_runs, side, STORY)
         assert run.done.wait(60), f"the {side} run did not end after Stop"  # hang guard
