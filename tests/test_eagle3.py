@@ -68,10 +68,12 @@ def test_an_eagle3_race_streams_accepts_and_is_eagle3_to_openvino(eagle3_pair):
     assert len(result["chunk_tokens"]) > 1 and result["baseline_chunks"] > 1
     assert sum(result["chunk_tokens"]) == result["generated"]
     assert result["steps"] == result["chunk_tokens"]
-    # OpenVINO's counts: 3 guesses a step, and the trained head gets some right.
-    assert result["drafted"] >= 3 * (len(result["steps"]) - 1)
+    # OpenVINO's counts: 3 guesses a step (none with the prompt's step, fewer at the token limit),
+    # and the trained head gets some right.
+    assert 3 * (len(result["steps"]) - 2) <= result["drafted"] <= 3 * len(result["steps"])
     assert 0 < result["accepted"] <= result["drafted"]
-    assert result["accepted"] == sum(n - 1 for n in result["steps"])
+    # OpenVINO's accepted count leaves out the last step's (as for a classic draft, demo/cli.py)
+    assert result["accepted"] == sum(n - 1 for n in result["steps"][:-1])
     assert result["text"].strip()
 
 
@@ -79,7 +81,7 @@ def test_tree_drafting_runs(eagle3_pair):
     result, output = probe(eagle3_pair.main, eagle3_pair.head, 4, 2, 2)
     assert result["error"] is None and GENAI_EAGLE3_LINE in output
     assert result["generated"] == sum(result["chunk_tokens"]) > 0
-    assert result["accepted"] == sum(n - 1 for n in result["steps"])
+    assert result["accepted"] == sum(n - 1 for n in result["steps"][:-1]) > 0  # guesses taken from the tree
 
 
 def test_method_and_head_must_agree(eagle3_pair, smollm2_ir):
