@@ -4,6 +4,7 @@ with the baseline beside it.
     python -m demo.cli MAIN_DIR DRAFT_DIR "prompt"
     python -m demo.cli --preset qwen2.5-coder-embedded "prompt"
     python -m demo.cli --preset smollm2-self-draft --prompt-lookup "prompt"
+    python -m demo.cli --eagle3 MAIN_DIR HEAD_DIR "prompt"   # an EAGLE-3 head as the draft
 
 Streams the speculative output, then prints both pipelines' numbers.
 """
@@ -34,7 +35,12 @@ def build_parser() -> argparse.ArgumentParser:
     k = ap.add_mutually_exclusive_group()
     k.add_argument("--num-assistant-tokens", type=int, help="guesses per main-model step (K)")
     k.add_argument("--assistant-confidence-threshold", type=float, help="draft until less sure than this")
-    ap.add_argument("--prompt-lookup", action="store_true", help="guess by matching n-grams of the prompt; no draft")
+    method = ap.add_mutually_exclusive_group()
+    method.add_argument("--prompt-lookup", action="store_true", help="guess by matching n-grams of the prompt; no draft")
+    method.add_argument("--eagle3", action="store_true",
+                        help="DRAFT_DIR is an EAGLE-3 head (exported by optimum-intel) drafting from the main's hidden states")
+    ap.add_argument("--branching-factor", type=int, help="EAGLE-3 tree drafting: candidates kept per node and layer")
+    ap.add_argument("--tree-depth", type=int, help="EAGLE-3 tree drafting: layers of the candidate tree")
     ap.add_argument("--cache-size", type=int, default=1, help="KV cache size in GB (default 1)")
     ap.add_argument("--max-new-tokens", type=int, default=128)
     ap.add_argument("--sample", action="store_true", help="sample (temperature/top-p) instead of greedy")
@@ -51,6 +57,9 @@ def _resolve(args) -> tuple[Path, Optional[Path], str, int, Optional[Path]]:
     paths or a preset. A preset runs the formats the page would for this mode: the
     calibrated pair, and the baseline this machine measured fastest without a draft."""
     if args.preset:
+        if args.eagle3:
+            raise DemoError("EAGLE-3 runs from folders for now: give --eagle3 MAIN_DIR HEAD_DIR PROMPT "
+                            "(python -m demo.models.eagle3_fixture builds a pair for the SmolLM2 fixture).")
         if len(args.paths) != 1:
             raise DemoError("With --preset, give only the prompt as an argument.")
         from .engine.arena import Arena, RaceRequest, weights_note
@@ -65,7 +74,8 @@ def _resolve(args) -> tuple[Path, Optional[Path], str, int, Optional[Path]]:
                 pair.baseline)
     need = 2 if args.prompt_lookup else 3
     if len(args.paths) != need:
-        usage = "MAIN_DIR PROMPT" if args.prompt_lookup else "MAIN_DIR DRAFT_DIR PROMPT"
+        usage = "MAIN_DIR PROMPT" if args.prompt_lookup else ("MAIN_DIR HEAD_DIR PROMPT" if args.eagle3
+                                                              else "MAIN_DIR DRAFT_DIR PROMPT")
         raise DemoError(f"Give {usage} (or --preset NAME PROMPT).")
     from .models.sources import is_ir_folder
 
@@ -91,7 +101,8 @@ def _run(args) -> int:
     threshold = args.assistant_confidence_threshold
     settings = GenerationSettings(
         max_new_tokens=args.max_new_tokens,
-        method="prompt_lookup" if args.prompt_lookup else "draft",
+        method="prompt_lookup" if args.prompt_lookup else ("eagle3" if args.eagle3 else "draft"),
+        branching_factor=args.branching_factor, tree_depth=args.tree_depth,
         assistant_tokens=None if threshold is not None else (args.num_assistant_tokens or default_k),
         confidence_threshold=threshold,
         sampling=args.sample, temperature=args.temperature, top_p=args.top_p,

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from .errors import DemoError
-from .settings import GenerationSettings, PipelineOptions
+from .settings import GenerationSettings, PipelineOptions, uses_draft_model
 from .streaming import SIDES, SPECULATIVE
 
 # Greedy outputs of the baseline and speculative pipelines match exactly only with all
@@ -72,13 +72,13 @@ def kind(device: str) -> str:
 
 
 def uses_npu(options: PipelineOptions, method: str = "draft") -> bool:
-    return kind(options.main_device) == "NPU" or (method == "draft" and kind(options.draft_device) == "NPU")
+    return kind(options.main_device) == "NPU" or (uses_draft_model(method) and kind(options.draft_device) == "NPU")
 
 
 def devices_of(side: str, options: PipelineOptions, method: str) -> list[str]:
     """The devices one side computes on: its main model's, and the draft's for a drafting side."""
     out = [options.main_device]
-    if side == SPECULATIVE and method == "draft":
+    if side == SPECULATIVE and uses_draft_model(method):
         out.append(options.draft_device)
     return out
 
@@ -142,7 +142,7 @@ def built_with(options: PipelineOptions, method: str) -> dict[str, tuple[str, di
     are built (pipeline_properties, draft_properties): "main" (the LLMPipeline of both sides,
     the same properties) and, for a drafting race, "draft"."""
     roles = {"main": (options.main_device, pipeline_properties(options.main_device, options, method))}
-    if method == "draft":
+    if uses_draft_model(method):
         roles["draft"] = (options.draft_device, draft_properties(options.draft_device, options, method))
     return roles
 

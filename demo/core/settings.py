@@ -8,8 +8,18 @@ from typing import Literal, Optional
 
 from .errors import DemoError
 
-Method = Literal["draft", "prompt_lookup"]
+# draft: a classic draft model guesses; prompt_lookup: n-grams of the prompt guess; eagle3: an
+# EAGLE-3 head guesses from the main model's own hidden states (demo/models/eagle3.py).
+Method = Literal["draft", "prompt_lookup", "eagle3"]
 Mode = Literal["race", "fair"]
+METHOD_NAMES = {"draft": "draft model", "prompt_lookup": "prompt lookup", "eagle3": "EAGLE-3 head"}
+MAX_TREE = 8  # branching factor and tree depth: past this a tree is more guesses than a CPU can check
+
+
+def uses_draft_model(method: str) -> bool:
+    """Whether the method loads a second model through openvino_genai.draft_model() (a classic
+    draft, or an EAGLE-3 head: the same call; GenAI tells them apart by the head's IR)."""
+    return method in ("draft", "eagle3")
 
 MAX_NEW_TOKENS_LIMIT = 2048
 MAX_PROMPT_CHARS = 16_000
@@ -29,6 +39,10 @@ class GenerationSettings:
     assistant_tokens: Optional[int] = 5              # K: guesses per main-model step
     confidence_threshold: Optional[float] = None     # instead of K: draft until it is unsure
     max_ngram_size: int = 3                          # prompt lookup: longest n-gram to match
+    # EAGLE-3 tree drafting (both set, or neither for a chain of K guesses): the candidates kept
+    # per tree node and layer, and the tree's layers; the K best-scored nodes are verified.
+    branching_factor: Optional[int] = None
+    tree_depth: Optional[int] = None
     sampling: bool = False                           # False = greedy
     temperature: float = 0.7
     top_p: float = 0.9
@@ -43,6 +57,9 @@ class GenerationSettings:
             raise DemoError("Set the number of assistant tokens (or a confidence threshold) for the speculative side.")
         if self.method == "prompt_lookup" and self.confidence_threshold is not None:
             raise DemoError("Prompt lookup needs a number of assistant tokens, not a confidence threshold.")
+        if self.method == "eagle3" and self.confidence_threshold is not None:
+            raise DemoError("An EAGLE-3 head drafts a set number of tokens; set the number of assistant tokens, "
+                            "not a confidence threshold.")
         if self.assistant_tokens is not None and not 1 <= self.assistant_tokens <= 32:
             raise DemoError("The number of assistant tokens must be between 1 and 32.")
         if self.confidence_threshold is not None and not 0.0 < self.confidence_threshold < 1.0:
@@ -51,7 +68,33 @@ class GenerationSettings:
             raise DemoError(f"Max new tokens must be between 1 and {MAX_NEW_TOKENS_LIMIT}.")
         if self.sampling and not (0.0 < self.temperature <= 2.0 and 0.0 < self.top_p <= 1.0):
             raise DemoError("With sampling on, temperature must be in (0, 2] and top-p in (0, 1].")
+        self._check_tree()
         return self
+
+    @property
+    def tree(self) -> bool:
+        return self.tree_depth is not None
+
+    def _check_tree(self) -> None:
+        b, d, k = self.branching_factor, self.tree_depth, self.assistant_tokens
+        if b is None and d is None:
+            return
+        if self.method != "eagle3":
+            raise DemoError("Tree drafting (branching factor and tree depth) works only with an EAGLE-3 head; "
+                            "choose the eagle3 method or clear both.")
+        if b is None or d is None:
+            raise DemoError("Tree drafting needs both a branching factor and a tree depth; set both, or neither "
+                            "for a chain of guesses.")
+        if not (1 <= b <= MAX_TREE and 1 <= d <= MAX_TREE):
+            raise DemoError(f"The branching factor and the tree depth must each be between 1 and {MAX_TREE}.")
+        if self.sampling:
+            raise DemoError("Tree drafting is greedy only; turn sampling off or clear the tree settings.")
+        if k is None or k < d:
+            raise DemoError(f"With a tree {d} layers deep the number of assistant tokens must be at least {d}, "
+                            "one guess per layer.")
+        if b * b * (d - 1) + b < k:  # OpenVINO GenAI's count of a tree's draft tokens
+            raise DemoError(f"A tree with branching factor {b} and depth {d} holds only {b * b * (d - 1) + b} "
+                            f"guesses, fewer than the {k} assistant tokens asked for; widen or deepen it, or lower K.")
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from ..core import placement
 from ..core.errors import DemoError
 from ..core.explain import explain
 from ..core.metrics import compare
-from ..core.settings import cpu_cores
+from ..core.settings import cpu_cores, uses_draft_model
 from ..core.streaming import BASELINE, SPECULATIVE, ChunkEvent, DoneEvent, StartEvent, StatusEvent
 from ..models import load_store
 from ..models.calibration_store import load_cached
@@ -180,7 +180,7 @@ class Arena:
             out.append(NativeConfig(str(pair.main), "main", threads))
             if pair.baseline is not None:
                 out.append(NativeConfig(str(pair.baseline), "main", threads))
-        if request.settings.method == "draft" and pair.draft is not None and placement.kind(o.draft_device) == "CPU":
+        if uses_draft_model(request.settings.method) and pair.draft is not None and placement.kind(o.draft_device) == "CPU":
             out.append(NativeConfig(str(pair.draft), "draft", threads))
         return out
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from ..core.errors import DemoError
-from ..core.settings import GenerationSettings
+from ..core.settings import GenerationSettings, uses_draft_model
 from ..core.streaming import BASELINE, SPECULATIVE, Chunk, IncrementalDetokenizer, RunResult
 from . import kv_capacity
 from .batching import BatchedPipeline
@@ -36,7 +36,7 @@ def load_batched(key, side: str, status: Callable[[str], None] = lambda m: None)
                         "use; place the models on the CPU or a GPU.")
     check_device(o.main_device, "main")
     props = placement.pipeline_properties(o.main_device, o, key.method)
-    if side == SPECULATIVE and key.method == "draft":
+    if side == SPECULATIVE and uses_draft_model(key.method):
         check_device(o.draft_device, "draft")
         props["draft_model"] = ov.draft_model(key.draft, o.draft_device,
                                               **placement.draft_properties(o.draft_device, o, key.method))

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Optional
 
 from ..core import placement
-from ..core.settings import PipelineOptions
+from ..core.settings import PipelineOptions, uses_draft_model
 from ..core.streaming import SPECULATIVE
 
 BLOCK_TOKENS = 32  # the CPU plugin's KV block; a run takes whole blocks
@@ -75,7 +75,7 @@ def side_capacity(main: str, draft: Optional[str], side: str, method: str,
     if placement.stateful(options, method):
         return None
     pools = [pool_tokens(main, options, options.main_device)]
-    if side == SPECULATIVE and method == "draft" and draft:
+    if side == SPECULATIVE and uses_draft_model(method) and draft:
         pools.append(pool_tokens(draft, options, options.draft_device))
     known = [p for p in pools if p is not None]
     return min(known) if known else None

@@ -127,6 +127,9 @@ def generation_config(ov, side: str, s: GenerationSettings):
             c.num_assistant_tokens = s.assistant_tokens
         if s.method == "prompt_lookup":
             c.max_ngram_size = s.max_ngram_size
+        if s.tree:  # EAGLE-3 tree drafting (GenerationSettings checked the numbers)
+            c.branching_factor = s.branching_factor
+            c.tree_depth = s.tree_depth
     return c
 
 

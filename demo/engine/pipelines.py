@@ -15,7 +15,7 @@ from typing import Callable, Optional
 
 from ..core import placement
 from ..core.errors import DemoError
-from ..core.settings import GenerationSettings, PipelineOptions
+from ..core.settings import METHOD_NAMES, GenerationSettings, PipelineOptions, uses_draft_model
 from ..core.streaming import BASELINE, SIDES, SPECULATIVE
 from . import kv_capacity
 from .openvino_runner import OpenVINORunner, check_fits, count_tokens, first_line, scheduler_config, template
@@ -87,7 +87,12 @@ class PipelineCache:
             baseline: Optional[Path] = None) -> PairKey:
         if method == "draft" and draft is None:
             raise DemoError("This preset has no draft model; choose prompt lookup as the speculative method.")
-        return PairKey(str(main), str(draft) if method == "draft" else None, method, options,
+        if method == "eagle3" and draft is None:
+            raise DemoError("This preset has no EAGLE-3 head; choose the draft model or prompt lookup as the "
+                            "speculative method.")
+        if uses_draft_model(method):
+            check_head_matches(Path(draft), method)
+        return PairKey(str(main), str(draft) if uses_draft_model(method) else None, method, options,
                        str(baseline) if baseline is not None and Path(baseline) != Path(main) else None)
 
     def loaded_bytes(self) -> int:
@@ -229,6 +234,25 @@ class SideInTurn:
                    self.max_context, self.max_prompt, self.kv_tokens)
 
 
+# What OpenVINO GenAI says when a main IR lacks the `layers.N/` nodes an EAGLE-3 head reads
+# (speculative_decoding/eagle3_model_transforms.cpp).
+EAGLE3_MAIN_ERRORS = ("Number of extracted hidden states does not match", "Failed to locate FC weights",
+                      "eagle3_hidden_states_concat", "last_hidden_state")
+
+
+def check_head_matches(draft: Path, method: str) -> None:
+    """A draft folder's IR decides what OpenVINO GenAI runs (an EAGLE-3 head runs as EAGLE-3
+    whatever was asked), so the method and the folder must agree, or a race would show one
+    method under the other's name."""
+    from ..models import eagle3
+
+    if method == "eagle3":
+        eagle3.require_head(draft)
+    elif eagle3.is_head(draft):
+        raise DemoError(f"The draft folder {draft.name} holds an EAGLE-3 head, which OpenVINO GenAI always runs as "
+                        "EAGLE-3; choose the eagle3 method for it, or a classic draft model.")
+
+
 def native_configs(key: PairKey, sides: tuple) -> list:
     """The model × thread count configurations these sides of a pair compile on the CPU."""
     from .safety import NativeConfig
@@ -274,7 +298,7 @@ def _load_pipelines(key: PairKey, sides: tuple, status: Callable[[str], None]) -
     o = key.options
     placement.check_options(o)
     check_device(o.main_device, "main")
-    if key.method == "draft" and SPECULATIVE in sides:
+    if uses_draft_model(key.method) and SPECULATIVE in sides:
         check_device(o.draft_device, "draft")
     main_props = placement.pipeline_properties(o.main_device, o, key.method)
     if not placement.stateful(o, key.method):
@@ -285,8 +309,8 @@ def _load_pipelines(key: PairKey, sides: tuple, status: Callable[[str], None]) -
             status("loading the baseline pipeline (main model)")
             pipes[BASELINE] = ov.LLMPipeline(key.main_of(BASELINE), o.main_device, **main_props)
         if SPECULATIVE in sides:
-            status("loading the speculative pipeline (main + draft)")
-            if key.method == "draft":
+            status(f"loading the speculative pipeline (main + {METHOD_NAMES[key.method]})")
+            if uses_draft_model(key.method):  # an EAGLE-3 head too: GenAI knows it by its IR
                 draft = ov.draft_model(key.draft, o.draft_device,
                                        **placement.draft_properties(o.draft_device, o, key.method))
                 pipes[SPECULATIVE] = ov.LLMPipeline(key.main, o.main_device, draft_model=draft, **main_props)
@@ -302,6 +326,9 @@ def _load_pipelines(key: PairKey, sides: tuple, status: Callable[[str], None]) -
         msg = first_line(e)
         if "Tokenizers for draft and main models are different" in str(e):
             raise DemoError("The draft model's tokenizer differs from the main model's; pick a draft from the same family.") from None
+        if key.method == "eagle3" and any(s in str(e) for s in EAGLE3_MAIN_ERRORS):
+            raise DemoError("The EAGLE-3 head cannot find the main model's hidden states in its IR; use a main model "
+                            "exported with optimum-intel (an IR made from a GGUF names its layers otherwise).") from None
         raise DemoError(f"OpenVINO could not load the models ({msg}); check the model folders and devices.") from None
     return pipes
 

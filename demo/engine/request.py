@@ -67,7 +67,9 @@ def how_it_ran(mode: Mode, options: PipelineOptions, method: str, threads: Optio
                in_turn: bool = False) -> str:
     cores = cpu_cores()
     devices = f"main on {options.main_device}"
-    if method == "draft":
+    if method == "eagle3":
+        devices += f", EAGLE-3 head on {options.draft_device}"
+    elif method == "draft":
         devices += f", draft on {options.draft_device}"
     else:
         devices += ", prompt lookup (no draft)"

@@ -1,0 +1,123 @@
+"""EAGLE-3 on the real path, offline: a head for the SmolLM2 fixture, trained briefly and
+exported by optimum-intel (demo.models.eagle3_fixture, built once per cache: about 5 minutes
+the first time, then reused), raced by the engine, and recognised by OpenVINO GenAI itself.
+
+The first EAGLE-3 generate of a process runs in a child (tests/eagle3_probe.py): a fresh
+EAGLE-3 pipeline on CPU may crash there (openvino.genai issue 4425), and GenAI's own log line
+is the independent witness that it took the EAGLE-3 path, not a classic draft's.
+"""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from demo.cli import main as cli_main
+from demo.core.errors import DemoError
+from demo.core.settings import GenerationSettings, PipelineOptions
+from demo.engine.pipelines import PipelineCache
+from demo.models import eagle3
+from tests.conftest import has_module, require
+
+ROOT = Path(__file__).resolve().parent.parent
+# Printed by OpenVINO GenAI (eagle3_model_transforms.cpp, share_vocabulary) only when it builds
+# the EAGLE-3 pipeline: a classic draft never reaches that code.
+GENAI_EAGLE3_LINE = "Copying embedding weights from main to draft model for eagle3 speculative decoding"
+
+
+@pytest.fixture(scope="session")
+def eagle3_pair(session_store, smollm2_ir):
+    for module in ("torch", "optimum.intel", "einops"):
+        require(has_module(module), f"{module} (pip install -r export-requirements.txt) to build the EAGLE-3 fixture")
+    from demo.models.eagle3_fixture import build
+
+    return build(session_store.cache_dir, smollm2_ir, log=lambda m: print(f"[eagle3 fixture] {m}", file=sys.stderr))
+
+
+def probe(main: Path, head: Path, *args: int) -> tuple[dict, str]:
+    env = {**os.environ, "OPENVINO_LOG_LEVEL": "3"}
+    proc = subprocess.run([sys.executable, "-m", "tests.eagle3_probe", str(main), str(head), *map(str, args)],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 0, f"the EAGLE-3 probe died ({proc.returncode}): {output[-2000:]}"
+    return json.loads(proc.stdout.strip().splitlines()[-1]), output
+
+
+def test_the_head_is_an_eagle3_head_and_the_main_names_its_layers(eagle3_pair):
+    import openvino as ov
+
+    assert eagle3.head_info(eagle3_pair.head) == eagle3.HeadInfo(hidden_layers=(2, 15, 27))
+    head = ov.Core().read_model(eagle3_pair.head / "openvino_model.xml")
+    assert head.get_rt_info("eagle3_mode").astype(str) == "True"  # OpenVINO's reading, not ours
+    assert {i.get_any_name() for i in head.inputs} >= {"input_ids", "hidden_states"}
+    assert "d2t" in {o.get_any_name() for o in head.outputs}
+    names = {op.get_friendly_name() for op in ov.Core().read_model(eagle3_pair.main / "openvino_model.xml").get_ops()}
+    for layer in (2, 15, 27):  # what GenAI searches for to export the main's hidden states
+        assert any(f"layers.{layer}/" in n for n in names), layer
+    assert not eagle3.is_head(eagle3_pair.main)
+
+
+def test_an_eagle3_race_streams_accepts_and_is_eagle3_to_openvino(eagle3_pair):
+    result, output = probe(eagle3_pair.main, eagle3_pair.head, 3)
+    assert result["error"] is None
+    assert GENAI_EAGLE3_LINE in output, "OpenVINO GenAI did not build an EAGLE-3 pipeline"
+    # Streamed step by step, each chunk one verify step: accepted guesses + the main's own token.
+    assert len(result["chunk_tokens"]) > 1 and result["baseline_chunks"] > 1
+    assert sum(result["chunk_tokens"]) == result["generated"]
+    assert result["steps"] == result["chunk_tokens"]
+    # OpenVINO's counts: 3 guesses a step (none with the prompt's step, fewer at the token limit),
+    # and the trained head gets some right.
+    assert 3 * (len(result["steps"]) - 2) <= result["drafted"] <= 3 * len(result["steps"])
+    assert 0 < result["accepted"] <= result["drafted"]
+    # OpenVINO's accepted count leaves out the last step's (as for a classic draft, demo/cli.py)
+    assert result["accepted"] == sum(n - 1 for n in result["steps"][:-1])
+    assert result["text"].strip()
+
+
+def test_tree_drafting_runs(eagle3_pair):
+    result, output = probe(eagle3_pair.main, eagle3_pair.head, 4, 2, 2)
+    assert result["error"] is None and GENAI_EAGLE3_LINE in output
+    assert result["generated"] == sum(result["chunk_tokens"]) > 0
+    assert result["accepted"] == sum(n - 1 for n in result["steps"][:-1]) > 0  # guesses taken from the tree
+
+
+def test_method_and_head_must_agree(eagle3_pair, smollm2_ir):
+    cache = PipelineCache()
+    with pytest.raises(DemoError, match="holds an EAGLE-3 head"):
+        cache.key(eagle3_pair.main, eagle3_pair.head, "draft", PipelineOptions())
+    with pytest.raises(DemoError, match="is not an EAGLE-3 head"):
+        cache.key(smollm2_ir, smollm2_ir, "eagle3", PipelineOptions())
+    with pytest.raises(DemoError, match="has no EAGLE-3 head"):
+        cache.key(smollm2_ir, None, "eagle3", PipelineOptions())
+    key = cache.key(eagle3_pair.main, eagle3_pair.head, "eagle3", PipelineOptions())
+    assert key.draft == str(eagle3_pair.head) and key.method == "eagle3"
+
+
+@pytest.mark.parametrize("settings, words", [
+    (dict(method="eagle3", assistant_tokens=None, confidence_threshold=0.4), "not a confidence threshold"),
+    (dict(method="draft", branching_factor=2, tree_depth=2), "only with an EAGLE-3 head"),
+    (dict(method="eagle3", branching_factor=2), "both a branching factor and a tree depth"),
+    (dict(method="eagle3", branching_factor=0, tree_depth=2), "between 1 and 8"),
+    (dict(method="eagle3", branching_factor=2, tree_depth=3, assistant_tokens=2), "at least 3"),
+    (dict(method="eagle3", branching_factor=1, tree_depth=2, assistant_tokens=3), "holds only 2 guesses"),
+    (dict(method="eagle3", branching_factor=2, tree_depth=2, sampling=True), "greedy only"),
+])
+def test_eagle3_settings_are_checked_with_one_sentence(settings, words):
+    with pytest.raises(DemoError, match=words) as e:
+        GenerationSettings(**settings).validated()
+    assert str(e.value).count(". ") == 0 and str(e.value).endswith(".")
+
+
+def test_a_valid_tree_passes():
+    s = GenerationSettings(method="eagle3", assistant_tokens=5, branching_factor=2, tree_depth=3).validated()
+    assert s.tree
+
+
+def test_the_cli_says_what_to_give(capsys):
+    assert cli_main(["--eagle3", "--preset", "smollm2-self-draft", "Hi"]) == 1
+    assert "--eagle3 MAIN_DIR HEAD_DIR PROMPT" in capsys.readouterr().err
+    assert cli_main(["--eagle3", "/nonexistent", "Hi"]) == 1
+    assert "MAIN_DIR HEAD_DIR PROMPT" in capsys.readouterr().err
