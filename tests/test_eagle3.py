@@ -1,5 +1,5 @@
 """EAGLE-3 on the real path, offline: a head for the SmolLM2 fixture, trained briefly and
-exported by optimum-intel (demo.models.eagle3_fixture, built once per cache: about 5 minutes
+exported by optimum-intel (demo.models.eagle3_fixture, built once per cache: about 2 minutes
 the first time, then reused), raced by the engine, and recognised by OpenVINO GenAI itself.
 
 The first EAGLE-3 generate of a process runs in a child (tests/eagle3_probe.py): a fresh
