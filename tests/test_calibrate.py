@@ -319,7 +319,15 @@ def test_every_calibration_in_the_repository_still_loads():
         loaded = Calibration.model_validate(raw)
         assert loaded.to_dict() == raw, path.name
         assert loaded.choice["race"].k >= 1 and loaded.fastest_alone.baseline_tok_s > 0
-        assert report.summary_lines(loaded)[0].startswith(f"calibration of {loaded.preset}")
+        whole = report.summary_lines(loaded)
+        assert whole[0].startswith(f"calibration of {loaded.preset}")
+        # what a launch prints: the choices and the command for the rest, nothing the report lacks
+        short = report.launch_lines(loaded, "python -m demo.calibrate --cache-dir C")
+        assert short[-1] == "  the whole report: python -m demo.calibrate --cache-dir C"
+        assert set(short[:-1]) <= set(whole) and len(short) < len(whole)
+        for mode, c in loaded.choice.items():
+            assert any(f"main {c.main_format}, draft {c.draft_format}, K={c.k}" in line for line in short), mode
+        assert any(f"fastest main alone: {loaded.fastest_alone.main_format}" in line for line in short)
     assert {json.loads(p.read_text())["calibration_version"] for p in files} >= {2, 3}
 
 

@@ -7,14 +7,16 @@ calibrates (calibration.launch_formats) with the launch plan (calibration.LAUNCH
 
 from __future__ import annotations
 
+import shlex
 import threading
+from pathlib import Path
 from typing import Callable, ContextManager
 
 from ..models import formats
 from ..models.calibration_result import Calibration
 from ..models.sources import has_formats
 from . import calibration
-from .report import summary_lines
+from .report import launch_lines
 
 EARLY_POLL_S = 1.0  # how often the early conversion looks for the pair's own IR
 
@@ -55,5 +57,5 @@ class LaunchCalibrator:
                   slot: Callable[[str], ContextManager]) -> Calibration:
         return calibration.calibrate(preset, store, report=report, slot=slot, **self.plan())
 
-    def summary_lines(self, result: Calibration) -> list[str]:
-        return summary_lines(result)
+    def summary_lines(self, result: Calibration, cache_dir: Path) -> list[str]:
+        return launch_lines(result, f"python -m demo.calibrate --cache-dir {shlex.quote(str(cache_dir))}")

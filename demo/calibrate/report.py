@@ -13,12 +13,28 @@ from .cost_model import tokens_per_step
 
 
 def summary_lines(result: Calibration) -> list[str]:
+    """The whole report: what was measured, then what was chosen (python -m demo.calibrate)."""
+    return _header(result) + _measured(result) + _verdict(result)
+
+
+def launch_lines(result: Calibration, full_report: str) -> list[str]:
+    """What a launch prints: the choices and the baseline they beat; `full_report` is the
+    command that prints the rest (the launch log stays short, issue 32's < 100 lines)."""
+    return _header(result) + _verdict(result) + [f"  the whole report: {full_report}"]
+
+
+def _header(result: Calibration) -> list[str]:
     lines = [f"calibration of {result.preset} ({result.duration_s} s, {result.cores} cores, "
              f"ISA {' '.join(result.fingerprint.isa_flags)})"]
     busy = max((b for b in result.others_busy or [] if b is not None), default=0.0)
     if busy > BUSY_SHARE:
         lines.append(f"  warning: other processes used {busy:.0%} of the CPU around the measurement; "
                      "times may be high: run again with --force on a quiet machine")
+    return lines
+
+
+def _measured(result: Calibration) -> list[str]:
+    lines = []
     for fmt, m in result.main.items():
         fair = m.verify_s["fair"]
         one = fair[0]
@@ -60,6 +76,11 @@ def summary_lines(result: Calibration) -> list[str]:
                      f" ({sum(len(r) for r in p.rates.values())} runs): "
                      + ", ".join(f"{f} {v:.1f}" for f, v in sorted(rates.items(), key=lambda x: -x[1]))
                      + " tok/s after the first token (median)")
+    return lines
+
+
+def _verdict(result: Calibration) -> list[str]:
+    lines = []
     for mode, c in result.choice.items():
         base = result.baseline.get(mode)
         if base is None:  # before version 6: the model's prediction for its own main

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import threading
+from pathlib import Path
 from typing import TYPE_CHECKING, Callable, ContextManager, Iterator, Optional, Protocol
 
 from ..core.errors import DemoError
@@ -47,8 +48,8 @@ class Calibrator(Protocol):
         """Measure and save the choice (demo.models.calibration_store); `slot(what)` is
         entered around each measuring stage."""
 
-    def summary_lines(self, result: Calibration) -> list[str]:
-        """The result in a few lines for the terminal."""
+    def summary_lines(self, result: Calibration, cache_dir: Path) -> list[str]:
+        """The result in a few lines for the terminal (`cache_dir`: where it is kept)."""
 
 
 class WarmupHost(Protocol):
@@ -206,7 +207,7 @@ def _calibrate_once(arena: WarmupHost, request: RaceRequest, report: Callable[[s
         report(f"calibrating: {message}")
 
     result = calibrator.calibrate(preset, arena.store, report=step, slot=slot)
-    for line in calibrator.summary_lines(result):
+    for line in calibrator.summary_lines(result, arena.store.cache_dir):
         report(line)
     arena.forget_prepared(preset.name)  # `format: auto` now resolves to the calibrated choice
     return True
