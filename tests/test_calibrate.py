@@ -178,6 +178,18 @@ def test_among_equally_fast_the_one_on_the_fastest_plain_main_wins():
     assert cost_model.pick_among_fastest([cand("f16", 18.0, 8.4), cand("int8", 18.4, 14.8)])["main_format"] == "int8"
 
 
+def test_a_main_far_slower_a_token_than_the_fastest_is_not_timed_alone():
+    """Only a main format more than 1.5x the cheapest bare-model token is left out of the
+    plain timing (drift on these machines is at most a quarter); unknown costs stay in."""
+    def main(one_token_s):
+        return {"verify_s": {"fair": [one_token_s, one_token_s * 1.1]} if one_token_s else {}}
+
+    mains = {"int4_sym": main(0.060), "int8": main(0.085), "gguf": main(0.1085), "odd": main(None)}
+    assert cost_model.plain_contenders(mains) == ["int4_sym", "int8", "odd"]
+    assert cost_model.plain_contenders({"gguf": main(0.1085)}) == ["gguf"]
+    assert cost_model.plain_contenders({"a": main(0.060), "b": main(0.090)}) == ["a", "b"]  # exactly 1.5x: kept
+
+
 def test_plain_choice_ties_by_paired_samples():
     # Interleaved samples: b is slower in every pair by more than 3 %: not a tie.
     assert cost_model.plain_choice({"a": [14.0, 15.0, 14.5], "b": [13.0, 14.0, 13.5]}) == {

@@ -44,7 +44,7 @@ from ..core.errors import DemoError
 from ..models.calibration_result import Calibration
 from ..models.calibration_store import CALIBRATION_VERSION, cache_path, fingerprint, stages_path
 from .cost_model import median as cost_model_median
-from .cost_model import overhead_ks, pick_among_fastest, plain_choice, predict
+from .cost_model import PLAIN_MARGIN, overhead_ks, pick_among_fastest, plain_choice, plain_contenders, predict
 from .measure import DRAFT_REPEATS, PREFIX_TOKENS, REPEATS, others_busy, sparse_points
 from ..core.files import write_atomic
 
@@ -257,12 +257,16 @@ def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMA
     # With llama-cpp-python installed, its plain decoding of the same GGUF joins the fair
     # rotation as a reference ("faster than what a visitor would use instead").
     plain, plain_pick = {}, {}
+    timed_alone = plain_contenders(usable_mains)
+    for f in usable_mains:
+        if f not in timed_alone:
+            report(f"main model {f} is over {PLAIN_MARGIN}× slower a token than the fastest format: not timed alone")
     llama_gguf = None if "plain:fair" in stages.done else llamacpp.reference_gguf(preset, store)
     try:
         for mode, n in threads.items():
             check_stop()
             plain[mode] = stages.run(f"plain:{mode}", "measure_plain", {
-                "folders": {f: str(folders[("main", f)]) for f in usable_mains}, "threads": n,
+                "folders": {f: str(folders[("main", f)]) for f in timed_alone}, "threads": n,
                 "texts": texts[:plan.plain_prompts], "max_new_tokens": plan.plain_new_tokens, "rounds": plan.plain_rounds,
                 "llama_gguf": str(llama_gguf) if llama_gguf and mode == "fair" else None},
                 what=f"timing the main model alone ({mode} threads)")

@@ -108,6 +108,20 @@ def plain_choice(rates: dict) -> dict:
     return {"main_format": best, "baseline_tok_s": medians[best], "ties": ties}
 
 
+# A main whose bare model takes this many times the fastest one's token cannot be the fastest
+# without a draft, beyond any drift these machines show (a quarter at most, within minutes).
+PLAIN_MARGIN = 1.5
+
+
+def plain_contenders(mains: dict) -> list[str]:
+    """The main formats worth timing alone in a real pipeline ({format: measure_main's result}):
+    all but those whose bare model's fair one-token cost is over PLAIN_MARGIN × the cheapest
+    (one without a fair curve stays: nothing says it is slow)."""
+    cost = {f: m["verify_s"]["fair"][0] for f, m in mains.items() if m.get("verify_s", {}).get("fair")}
+    cheapest = min(cost.values(), default=0.0)
+    return [f for f in mains if f not in cost or cost[f] <= PLAIN_MARGIN * cheapest]
+
+
 def overhead_ks(k_max: int, with_k1: bool = True) -> tuple[int, ...]:
     """The K a real pipeline is timed at: the two its overhead line goes through, and 1
     unless `with_k1` is False (1, 2, 6 for K up to 8). K=1's own step is worth timing: a real
