@@ -57,14 +57,16 @@ def _resolve(args) -> tuple[Path, Optional[Path], str, int, Optional[Path]]:
     paths or a preset. A preset runs the formats the page would for this mode: the
     calibrated pair, and the baseline this machine measured fastest without a draft."""
     if args.preset:
-        if args.eagle3:
-            raise DemoError("EAGLE-3 runs from folders for now: give --eagle3 MAIN_DIR HEAD_DIR PROMPT "
-                            "(python -m demo.models.eagle3_fixture builds a pair for the SmolLM2 fixture).")
         if len(args.paths) != 1:
             raise DemoError("With --preset, give only the prompt as an argument.")
         from .engine.arena import Arena, RaceRequest, weights_note
 
         arena = Arena.create(args.models, args.cache_dir)
+        heads = arena.presets.get(args.preset).drafts_with_eagle3
+        if args.eagle3 and not heads:
+            raise DemoError(f"The preset {args.preset!r} has no EAGLE-3 head; choose one whose draft is a head "
+                            "(qwen3-1.7b-eagle3) or give --eagle3 MAIN_DIR HEAD_DIR PROMPT.")
+        args.eagle3 = heads and not args.prompt_lookup  # a head's preset races its head
         request = RaceRequest(prompt=args.paths[0], preset=args.preset, mode=args.mode,
                               options=PipelineOptions(exact=args.exact))
         pair = arena.prepare(args.preset, lambda m: print(f"[{m}]", file=sys.stderr), **arena.formats_for(request))

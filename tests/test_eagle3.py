@@ -8,6 +8,7 @@ is the independent witness that it took the EAGLE-3 path, not a classic draft's.
 """
 
 import json
+import re
 import os
 import subprocess
 import sys
@@ -118,6 +119,74 @@ def test_a_valid_tree_passes():
 
 def test_the_cli_says_what_to_give(capsys):
     assert cli_main(["--eagle3", "--preset", "smollm2-self-draft", "Hi"]) == 1
-    assert "--eagle3 MAIN_DIR HEAD_DIR PROMPT" in capsys.readouterr().err
+    assert "'smollm2-self-draft' has no EAGLE-3 head" in capsys.readouterr().err
     assert cli_main(["--eagle3", "/nonexistent", "Hi"]) == 1
     assert "MAIN_DIR HEAD_DIR PROMPT" in capsys.readouterr().err
+
+
+# -- a preset's head: prepared by optimum-intel's EAGLE-3 export, the fixture's checkpoint
+# standing in for AngelSlim's repository on the Hub ---------------------------------------
+
+def test_an_eagle3_preset_exports_its_head_from_the_checkpoint(eagle3_pair, tmp_path):
+    import openvino as ov
+
+    from demo.models.presets import ExportSource
+    from demo.models.sources import ModelStore
+
+    spec = ExportSource(source="export", repo=str(eagle3_pair.checkpoint), eagle3=True, weight_format="fp16")
+    said = []
+    result = ModelStore(tmp_path / "cache").prepare(spec, role="draft model", progress=lambda m, *a: said.append(m))
+    assert eagle3.head_info(result.path) == eagle3.HeadInfo(hidden_layers=(2, 15, 27))
+    assert ov.Core().read_model(result.path / "openvino_model.xml").get_rt_info("eagle3_mode").astype(str) == "True"
+    assert any("an EAGLE-3 head, with optimum-intel" in m for m in said)
+
+
+@pytest.mark.parametrize("change, words", [
+    ({"architectures": ["LlamaForCausalLM"]}, "is not an EAGLE-3 head (its config.json names LlamaForCausalLM"),
+    ({"auto_map": {"AutoConfig": "evil.Config", "AutoModel": "x.Y"}}, "asks to run its own code (AutoConfig in auto_map)"),
+    (None, "has no readable config.json"),
+])
+def test_a_checkpoint_that_is_no_head_or_runs_its_own_code_is_refused_before_optimum(eagle3_pair, tmp_path, change, words):
+    from demo.models.presets import ExportSource
+    from demo.models.sources import ModelStore
+
+    fake = tmp_path / "ckpt"
+    fake.mkdir()
+    if change is not None:
+        config = json.loads((eagle3_pair.checkpoint / "config.json").read_text())
+        (fake / "config.json").write_text(json.dumps({**config, **change}))
+    spec = ExportSource(source="export", repo=str(fake), eagle3=True)
+    with pytest.raises(DemoError, match=re.escape(words)) as e:
+        ModelStore(tmp_path / "cache").prepare(spec, role="draft model")
+    assert "\n" not in str(e.value)
+
+
+def test_a_hub_head_that_cannot_be_fetched_says_so(tmp_path, monkeypatch):
+    from demo.models.presets import ExportSource
+    from demo.models.sources import ModelStore
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    for module in ("torch", "optimum.intel"):
+        require(has_module(module), f"{module} (pip install -r export-requirements.txt)")
+    spec = ExportSource(source="export", repo="AngelSlim/Qwen3-1.7B_eagle3", eagle3=True)
+    with pytest.raises(DemoError, match=r"Could not get the draft model AngelSlim/Qwen3-1\.7B_eagle3 from the Hugging "
+                                        r"Face Hub \(.*\); check the repository name and your network\."):
+        ModelStore(tmp_path / "cache").prepare(spec, role="draft model")
+
+
+def test_the_page_offers_eagle3_and_a_heads_preset_picks_it():
+    from demo.models.presets import load_presets
+    from demo.web.race_tab import METHODS, method_label
+
+    presets = load_presets()
+    assert METHODS["EAGLE-3 head"] == "eagle3"
+    assert method_label(presets.get("qwen3-1.7b-eagle3")) == "EAGLE-3 head"
+    assert method_label(presets.get("qwen3-1.7b-0.6b")) == "draft model"
+
+
+def test_the_step_view_says_why_it_cannot_replay_a_head():
+    from demo.engine import steps
+
+    why = steps.why_not(GenerationSettings(method="eagle3", assistant_tokens=3), PipelineOptions())
+    assert why and "EAGLE-3 head" in why and "hidden states" in why

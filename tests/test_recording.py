@@ -291,6 +291,16 @@ def test_three_way_runs_three_lanes_in_one_admission_slot(presets):
     assert summary.winner in three_way.LANES and set(summary.speedups) == {"draft", "lookup"}
 
 
+def test_a_heads_preset_races_its_eagle3_head_in_the_draft_lane(presets):
+    """The draft lane of an EAGLE-3 preset runs the head as EAGLE-3 (a draft method would be
+    refused for a head folder): both drafting lanes load with method eagle3, lookup stays."""
+    arena = fake_arena(presets)
+    request = RaceRequest(prompt="hello", preset="qwen3-1.7b-eagle3", settings=SETTINGS)
+    list(three_way.run(arena, request))
+    methods = {(m, d is not None) for m, d, threads, holder in arena.cache.calls}
+    assert methods == {("eagle3", True), ("prompt_lookup", False)}
+
+
 def test_three_way_refuses_what_it_cannot_race(presets):
     arena = fake_arena(presets)
     threshold = GenerationSettings(assistant_tokens=None, confidence_threshold=0.4)

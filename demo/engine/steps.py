@@ -184,6 +184,10 @@ def why_not(settings: GenerationSettings, options: PipelineOptions) -> Optional[
         return ("With prompt lookup the guesses are copied from the prompt and the answer so far (the tokens "
                 "that followed the last matching n-gram), not proposed by a model: blue text in the answer "
                 "shows the copies that were kept.")
+    if settings.method == "eagle3":
+        return ("An EAGLE-3 head drafts from the main model's hidden states inside the pipeline, so its guesses "
+                "cannot be replayed on their own after the race: the step view is not shown for it (the chart of "
+                "accepted tokens per step is).")
     if not settings.assistant_tokens:
         return "The step view needs a fixed number of assistant tokens; turn the confidence threshold off."
     if placement.kind(options.draft_device) == "NPU":

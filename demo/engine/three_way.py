@@ -138,12 +138,13 @@ def _run(arena: Backend, request: RaceRequest, stop: Optional[threading.Event], 
         raise DemoError(f"The preset {preset.name!r} has no draft model, so it cannot race a draft against prompt "
                         "lookup; choose a preset with a draft model.")
     stop = stop or threading.Event()
-    lane_settings = {"baseline": replace(settings, method="draft"), "draft": replace(settings, method="draft"),
+    draft_method = "eagle3" if preset.drafts_with_eagle3 else "draft"  # the draft lane: a draft model or an EAGLE-3 head
+    lane_settings = {"baseline": replace(settings, method=draft_method), "draft": replace(settings, method=draft_method),
                      "lookup": replace(settings, method="prompt_lookup")}
     chosen: dict = {}
 
     def pipelines(pair, method: str, status):
-        draft = pair.draft if method == "draft" else None
+        draft = pair.draft if method != "prompt_lookup" else None
         return arena.cache.get(pair.main, draft, method, chosen["options"], status)
 
     def check_prompt(status, pair):
@@ -152,7 +153,7 @@ def _run(arena: Backend, request: RaceRequest, stop: Optional[threading.Event], 
         drafting = replace(request, settings=lane_settings["draft"])
         threads = arena.threads_to_use(drafting, pair, status, cancel=stop, wanted=None)
         chosen["options"] = request.options.with_threads(threads)
-        runners = pipelines(pair, "draft", status)
+        runners = pipelines(pair, draft_method, status)
         for lane, runner in ((BASELINE, runners[BASELINE]), (SPECULATIVE, runners[SPECULATIVE])):
             check = getattr(runner, "check_prompt", None)
             if check is not None:  # a too-long prompt: one refusal, before any lane starts
@@ -170,7 +171,7 @@ def _run(arena: Backend, request: RaceRequest, stop: Optional[threading.Event], 
             key = arena.cache.key(pair.main, None, "prompt_lookup", chosen["options"])
             return lambda status: arena.cache.get_side(key, SPECULATIVE, status)
         side = BASELINE if lane == "baseline" else SPECULATIVE
-        return lambda status: pipelines(pair, "draft", status)[side]
+        return lambda status: pipelines(pair, draft_method, status)[side]
 
     lanes = [(lane, lane_runner(lane), lane_settings[lane]) for lane in LANES]
     yield from holding(ticket, lambda: one_by_one(lanes, prompt, stop, on_finished=ticket.release,

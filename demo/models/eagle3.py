@@ -98,28 +98,30 @@ def mark_head(folder: Path | str, hidden_layers: tuple[int, int, int]) -> None:
     tmp.with_suffix(".bin").replace(folder / "openvino_model.bin")
 
 
-def export_head(checkpoint: Path, out: Path, weight_format: str = "fp16", checkpoint_fn=lambda: None) -> None:
-    """Export an EAGLE-3 checkpoint (AngelSlim's layout) with optimum-intel's EAGLE-3 export,
-    in a child process, then mark it (mark_head) with the layers its config.json names.
+# The architectures optimum-intel's export recognises as an EAGLE-3 head: only for these does it
+# point the model classes at its own code (optimum/exporters/openvino/__main__.py).
+EAGLE3_ARCHITECTURES = ("LlamaForCausalLMEagle3", "Eagle3LlamaForCausalLM")
+# auto_map entries optimum replaces with its own classes; any other (a config or tokenizer
+# class) would run the checkpoint's code under --trust-remote-code.
+REPLACED_AUTO_MAP = {"AutoModel", "AutoModelForCausalLM"}
 
-    `--trust-remote-code` is what selects that export: optimum-intel points the config's
-    auto_map at its OWN LlamaEagle3ForCausalLM (optimum/exporters/openvino/model_patcher.py),
-    replacing any auto_map of the checkpoint, so no code from the checkpoint runs. transformers
-    then checks that module's imports, which is why export-requirements.txt lists einops.
-    """
+
+def checkpoint_config(checkpoint: Path) -> dict:
+    """The checkpoint's config.json, or one sentence why optimum-intel's EAGLE-3 export cannot
+    (or must not) take it."""
     import json
-    import sys
 
-    from .fetchers import run_child
-
-    cmd = [sys.executable, "-m", "optimum.commands.optimum_cli", "export", "openvino", "--model", str(checkpoint),
-           "--task", "text-generation-with-past", "--weight-format", weight_format, "--trust-remote-code", str(out)]
-    result = run_child(cmd, checkpoint_fn)
-    if result.returncode != 0:
-        tail = (result.stderr or result.stdout).strip().splitlines()[-1:] or ["no output"]
-        raise DemoError(f"optimum-intel could not export the EAGLE-3 head {Path(checkpoint).name}: {tail[0][:300]}")
-    config = json.loads((Path(checkpoint) / "config.json").read_text())
-    layers = (config.get("eagle_config") or {}).get("eagle_aux_hidden_state_layer_ids")
-    if layers:
-        mark_head(out, tuple(layers))
-    require_head(out)
+    try:
+        config = json.loads((checkpoint / "config.json").read_text())
+    except (OSError, ValueError):
+        raise DemoError(f"The EAGLE-3 checkpoint {checkpoint.name} has no readable config.json; point the preset at "
+                        "a head in AngelSlim's layout (config.json and model.safetensors).") from None
+    archs = config.get("architectures") or ["none"]
+    if archs[0] not in EAGLE3_ARCHITECTURES:
+        raise DemoError(f"The checkpoint {checkpoint.name} is not an EAGLE-3 head (its config.json names {archs[0]}, "
+                        f"not {' or '.join(EAGLE3_ARCHITECTURES)}); drop eagle3: true or choose a head.")
+    foreign = set(config.get("auto_map") or {}) - REPLACED_AUTO_MAP
+    if foreign:
+        raise DemoError(f"The EAGLE-3 checkpoint {checkpoint.name} asks to run its own code ({', '.join(sorted(foreign))} "
+                        "in auto_map), which this demo does not allow; use a head without custom code.")
+    return config

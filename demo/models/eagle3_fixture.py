@@ -97,8 +97,7 @@ def _gguf_path() -> Path:
 def _build_into(work: Path, tokenizer_ir: Path, steps: int, log: Callable[[str], None]) -> None:
     import torch
 
-    from . import eagle3
-    from .fetchers import export_with_optimum
+    from .fetchers import export_eagle3_head, export_with_optimum
     from .presets import ExportSource
 
     start = time.monotonic()
@@ -123,7 +122,7 @@ def _build_into(work: Path, tokenizer_ir: Path, steps: int, log: Callable[[str],
     _save_checkpoint(head, hf_main, ckpt)
     shutil.rmtree(hf_main)
     log("exporting the EAGLE-3 head with optimum-intel (fp16)")
-    eagle3.export_head(ckpt, work / "head", "fp16")
+    export_eagle3_head(ckpt, work / "head", "fp16")
     _copy_tokenizer(tokenizer_ir, work / "head")
     _mark_ready(work / "head", {"format": "fp16", "eagle3": True, "hidden_layers": list(HIDDEN_LAYERS),
                                 "train_steps": steps, "first_guess_accuracy": data["accuracy"]})

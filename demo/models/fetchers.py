@@ -228,15 +228,20 @@ def export_with_optimum(spec: ExportSource, work: Path, role: str, progress: Pro
             "run: pip install -r export-requirements.txt"
         )
     model = spec.repo
-    if spec.revision:
+    if spec.revision or (spec.eagle3 and not spec.repo.startswith("/")):
         # `optimum-cli export openvino` has no --revision option: fetch that revision into
-        # huggingface_hub's cache first and export from the local snapshot.
+        # huggingface_hub's cache first and export from the local snapshot. An EAGLE-3 head is
+        # fetched first anyway: its config.json is checked, and names the main's layers it reads.
         try:
             model = str(snapshot_download_in_child(spec.repo, spec.revision, hub_offline(), checkpoint))
         except Exception as e:
             if isinstance(e, Cancelled) or getattr(e, "errno", None) == errno.ENOSPC:
                 raise
             raise revision_failed(spec, role, e) from None
+    if spec.eagle3:
+        progress(f"exporting {role} {spec.repo}, an EAGLE-3 head, with optimum-intel ({spec.weight_format})", 0, 0)
+        export_eagle3_head(Path(model), work, spec.weight_format, checkpoint)
+        return
     cmd = [
         sys.executable, "-m", "optimum.commands.optimum_cli", "export", "openvino",
         "--model", str(model), "--task", "text-generation-with-past",
@@ -255,8 +260,38 @@ def export_with_optimum(spec: ExportSource, work: Path, role: str, progress: Pro
         raise DemoError(f"optimum-cli could not export the {role} {spec.repo}: {tail[0][:300]}")
 
 
+def export_eagle3_head(source: Path, out: Path, weight_format: str = "fp16",
+                       checkpoint: Callable[[], None] = lambda: None) -> None:
+    """Export an EAGLE-3 checkpoint (AngelSlim's layout) with optimum-intel's EAGLE-3 export,
+    in a child process, then mark it (eagle3.mark_head) with the layers its config.json names.
+
+    `--trust-remote-code` is what selects that export: optimum-intel points the config's
+    auto_map at its OWN LlamaEagle3ForCausalLM (optimum/exporters/openvino/model_patcher.py),
+    so no model code from the checkpoint runs, and eagle3.checkpoint_config refuses one whose
+    config or tokenizer would bring its own. transformers then checks that module's imports,
+    which is why export-requirements.txt lists einops.
+    """
+    from . import eagle3
+
+    config = eagle3.checkpoint_config(source)
+    cmd = [sys.executable, "-m", "optimum.commands.optimum_cli", "export", "openvino", "--model", str(source),
+           "--task", "text-generation-with-past", "--weight-format", weight_format, "--trust-remote-code", str(out)]
+    result = run_child(cmd, checkpoint)
+    if result.returncode != 0:
+        output = result.stderr or result.stdout
+        if "No space left on device" in output:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        tail = output.strip().splitlines()[-1:] or ["no output"]
+        raise DemoError(f"optimum-intel could not export the EAGLE-3 head {source.name}: {tail[0][:300]}")
+    layers = (config.get("eagle_config") or {}).get("eagle_aux_hidden_state_layer_ids")
+    if layers:
+        eagle3.mark_head(out, tuple(layers))
+    eagle3.require_head(out)
+
+
 def revision_failed(spec: ExportSource, role: str, e: Exception) -> DemoError:
+    what = f"revision {spec.revision} of the {role}" if spec.revision else f"the {role}"
     return DemoError(
-        f"Could not get revision {spec.revision} of the {role} {spec.repo} from the Hugging Face Hub "
-        f"({failure_kind(e)}); check the revision and your network."
+        f"Could not get {what} {spec.repo} from the Hugging Face Hub "
+        f"({failure_kind(e)}); check the {'revision' if spec.revision else 'repository name'} and your network."
     )

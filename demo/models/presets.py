@@ -115,6 +115,8 @@ class ExportSource(_Strict):
     revision: Optional[str] = None
     weight_format: Literal["fp32", "fp16", "int8", "int4"] = "fp16"
     trust_remote_code: bool = False
+    eagle3: bool = Field(False, description="an EAGLE-3 draft head in AngelSlim's checkpoint layout, exported by "
+                         "optimum-intel's EAGLE-3 export (demo/models/eagle3.py); it drafts for an optimum-exported main")
     parameters: Optional[int] = Field(  # exclude: not what is exported, so not in the cache folder's digest
         None, gt=0, exclude=True, description="the model's parameter count: how much disk and memory its export needs "
                                 "is checked against it before a prepare starts (demo.models.room)")
@@ -151,6 +153,22 @@ class Preset(_Strict):
     assistant_tokens: int = Field(5, ge=1, le=32)
     examples: list[str] = Field(default_factory=list)
     fixture: bool = Field(False, description="a small model for tests, not a real pair")
+
+    @model_validator(mode="after")
+    def _eagle3_main_is_exported(self):
+        # GenAI finds the hidden states a head reads by optimum's node names (`layers.N/`),
+        # which the IR that its GGUF reader makes lacks (demo/models/eagle3.py).
+        if self.draft is not None and getattr(self.draft, "eagle3", False) and isinstance(self.main, (PypiSource, GgufSource)):
+            raise ValueError("an EAGLE-3 head drafts only for a main exported by optimum-intel (source: export, hub "
+                             "or local), not for a GGUF main")
+        if getattr(self.main, "eagle3", False):
+            raise ValueError("eagle3: true belongs on the draft (the head), not on the main model")
+        return self
+
+    @property
+    def drafts_with_eagle3(self) -> bool:
+        """Whether the draft is an EAGLE-3 head (the speculative method this preset races)."""
+        return getattr(self.draft, "eagle3", False)
 
     @field_validator("examples")
     @classmethod

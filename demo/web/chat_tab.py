@@ -28,7 +28,8 @@ STOPPED = (f"{STOP} Stopped. What each side wrote so far stays in its own histor
 
 
 def method_of(arena, preset: str) -> str:
-    return "draft" if arena.presets.get(preset).draft is not None else "prompt_lookup"
+    p = arena.presets.get(preset)
+    return "eagle3" if p.drafts_with_eagle3 else ("draft" if p.draft is not None else "prompt_lookup")
 
 
 def parse_inputs(arena, message, preset, max_new_tokens, assistant_tokens) -> RaceRequest:

@@ -55,7 +55,13 @@ class RaceView:
 
 
 MODES = {"race: both at once": "race", "fair: each alone, then replayed": "fair"}
-METHODS = {"draft model": "draft", "prompt lookup": "prompt_lookup"}
+METHODS = {"draft model": "draft", "EAGLE-3 head": "eagle3", "prompt lookup": "prompt_lookup"}
+
+
+def method_label(preset) -> str:
+    """The method a preset races by default: its EAGLE-3 head, its draft model, or prompt lookup."""
+    method = "eagle3" if preset.drafts_with_eagle3 else ("draft" if preset.draft is not None else "prompt_lookup")
+    return next(label for label, m in METHODS.items() if m == method)
 MAX_NEW_TOKENS_UI = 1024
 MAX_ASSISTANT_TOKENS_UI = 16
 

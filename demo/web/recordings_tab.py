@@ -19,6 +19,7 @@ import threading
 import gradio as gr
 
 from ..core.errors import DemoError
+from ..core.settings import METHOD_NAMES
 from ..records import playback, recording
 from ..records.recording import RecordingError
 from . import render, step_view
@@ -43,7 +44,7 @@ def label_html(rec: recording.Recording) -> str:
     if rec.kind == "three-way":
         what = f"three-way race, {_tokens(s.assistant_tokens)}"
     else:
-        method = "prompt lookup" if s.method == "prompt_lookup" else "draft model"
+        method = METHOD_NAMES.get(s.method, s.method)
         k = _tokens(s.assistant_tokens) if s.assistant_tokens else f"threshold {s.confidence_threshold}"
         what = f"{rec.mode} mode, {method}, {k}"
     formats = ", ".join(f"{role} {fmt}" for role, fmt in (("main", rec.main_format), ("draft", rec.draft_format)) if fmt)

@@ -19,6 +19,7 @@ import gradio as gr
 from ..engine import three_way
 from ..records.scoreboard import DEFAULT_MAX_NEW_TOKENS, VISITOR, ScoreboardError, Standings
 from ..core.errors import DemoError
+from ..core.settings import METHOD_NAMES
 from .files import Downloads
 from .render import esc
 from .startup_view import WARNING
@@ -27,7 +28,6 @@ from .visitors import VisitorIds, owner_of
 
 POLL_S = 5.0
 MAX_DOTS = 80  # per row; a group of thousands of races is drawn as its quantiles
-METHODS = {"draft": "draft model", "prompt_lookup": "prompt lookup"}
 SPEEDUP_COLOUR = "#0072B2"
 KEEP_EXPORTS = 4  # CSV files on disk at once (each at most csv_export.PAGE_EXPORT_ROWS rows)
 MAX_GROUPS = 40  # configurations drawn (the most raced); the rest are counted in one line
@@ -142,7 +142,7 @@ def board_html(standings: Standings, presets) -> str:
         groups = [g for g in groups if id(g) in shown]
     one_preset = len({g.preset for g in groups}) == 1
     labels = [("" if one_preset else f"{g.preset} · ") + f"{class_label(g.prompt_class, presets)} · "
-              f"{METHODS.get(g.method, g.method)}" for g in groups]
+              f"{METHOD_NAMES.get(g.method, g.method)}" for g in groups]
     configs = [config_label(g) for g in groups]
     total = standings.total
     head = (f'<p class="scoreboard-total" data-total="{total}"><b>{total}</b> finished race'
@@ -158,7 +158,7 @@ def board_html(standings: Standings, presets) -> str:
             f"<tr data-preset='{esc(g.preset)}' data-class='{esc(g.prompt_class)}' data-method='{esc(g.method)}' "
             f"data-config='{esc(config_label(g))}' data-count='{g.count}' data-median='{g.median:.4f}'>"
             f"<td>{esc(g.preset)}</td><td>{esc(class_label(g.prompt_class, presets))}</td>"
-            f"<td>{esc(METHODS.get(g.method, g.method))}</td><td>{esc(config_label(g))}</td><td>{g.count}</td>"
+            f"<td>{esc(METHOD_NAMES.get(g.method, g.method))}</td><td>{esc(config_label(g))}</td><td>{g.count}</td>"
             f"<td>{g.median:.2f}×</td>"
             f"<td>{g.quantile(0.25):.2f}–{g.quantile(0.75):.2f}×</td>"
             f"<td>{g.speedups[0]:.2f}–{g.speedups[-1]:.2f}×</td></tr>")

@@ -18,7 +18,7 @@ from ..core.settings import MAX_PROMPT_CHARS, PipelineOptions
 from ..engine.backend import Backend
 from . import bench_tab, render, step_view, startup_view
 from .booth import Booth
-from .race_tab import METHODS, RaceView, parse_race_inputs, stream_race
+from .race_tab import METHODS, RaceView, method_label, parse_race_inputs, stream_race
 from .visitors import QueueDoor, VisitorIds
 
 THEME = gr.themes.Soft()
@@ -110,7 +110,7 @@ def build_demo(arena: Backend, bench_enabled: bool = True, booth: Optional[Booth
                 with gr.Row():
                     main_device = gr.Dropdown(devices, value=devices[0], label="Main model device", elem_id="main-device")
                     draft_device = gr.Dropdown(devices, value=devices[0], label="Draft model device", elem_id="draft-device")
-                    method = gr.Radio(["draft model", "prompt lookup"], value="draft model",
+                    method = gr.Radio(list(METHODS), value=method_label(default),
                                       label="Speculative method", elem_id="method")
                 with gr.Row():
                     assistant_tokens = gr.Slider(1, 16, value=arena.default_assistant_tokens(default.name), step=1,
@@ -183,9 +183,9 @@ def build_demo(arena: Backend, bench_enabled: bool = True, booth: Optional[Booth
             def on_preset(name):
                 p = presets.get(name)
                 return (gr.Dataset(samples=[[e] for e in p.examples]),
-                        gr.Slider(value=arena.default_assistant_tokens(p.name)))
+                        gr.Slider(value=arena.default_assistant_tokens(p.name)), gr.Radio(value=method_label(p)))
 
-            preset.change(on_preset, preset, [examples, assistant_tokens], api_visibility="private", queue=False)
+            preset.change(on_preset, preset, [examples, assistant_tokens, method], api_visibility="private", queue=False)
 
             def on_devices(main, draft, chosen_method):
                 # An NPU in the pair selects OpenVINO GenAI's stateful backend: no threshold, no prompt lookup.
