@@ -30,3 +30,12 @@ def hangs_once(args, send):
 def python_error(args, send):
     _attempt()
     raise ValueError("a bug in the smoke test")
+
+
+def head_accepts_nothing(args, send):
+    """An EAGLE-3 head that runs beside its main but takes none of its guesses (issue 4425);
+    a main alone answers as `works`."""
+    _attempt()
+    if args.get("main"):
+        return {"ms_per_token": 5.0, "accepted": 0, "drafted": 12}
+    return {"ms_per_token": 5.0}

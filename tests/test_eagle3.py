@@ -190,3 +190,44 @@ def test_the_step_view_says_why_it_cannot_replay_a_head():
 
     why = steps.why_not(GenerationSettings(method="eagle3", assistant_tokens=3), PipelineOptions())
     assert why and "EAGLE-3 head" in why and "hidden states" in why
+
+
+def test_the_guard_proves_a_head_beside_its_main_and_sees_it_accept(eagle3_pair, tmp_path):
+    """The native guard's check of an EAGLE-3 head (what a race on the page waits for): the
+    head with its main in a child, drafting K=3 on a repetitive prompt; OpenVINO's own counts
+    say it accepted guesses, and the verdict lets the pair be compiled here."""
+    from demo.core.isolation import run
+    from demo.engine.safety import WORKS, NativeConfig, NativeGuard, SafetyRecord
+
+    result = run("demo.engine.safety:smoke_test", {"folder": str(eagle3_pair.head), "threads": 1,
+                                                   "main": str(eagle3_pair.main)}, what="the EAGLE-3 check")
+    assert 0 < result["accepted"] <= result["drafted"] and result["largest_step"] > 1
+    guard = NativeGuard(SafetyRecord(tmp_path, machine_key="test"))
+    head = NativeConfig(str(eagle3_pair.head), "draft", 1, main=str(eagle3_pair.main))
+    guard.require([head])
+    assert guard.record.get(head)["status"] == WORKS and guard.why_not(head) is None
+
+
+def test_a_race_on_a_preset_whose_draft_is_a_head_runs_it_as_eagle3_through_the_arena(eagle3_pair, tmp_path):
+    """What the page and the CLI's --preset do: a preset (local folders here) whose draft is a
+    head races with the eagle3 method, the guard proving the pair in a child first, and the
+    speculative side accepts guesses (OpenVINO's counts)."""
+    from demo.core.streaming import SPECULATIVE, DoneEvent
+    from demo.engine.arena import Arena, RaceRequest
+    from demo.web.race_tab import method_label
+
+    models = tmp_path / "models.yaml"
+    models.write_text(json.dumps({"default": "fixture-eagle3", "presets": {"fixture-eagle3": {
+        "description": "the SmolLM2 fixture with its EAGLE-3 head", "license": "apache-2.0", "fixture": True,
+        "main": {"source": "local", "path": str(eagle3_pair.main)},
+        "draft": {"source": "local", "path": str(eagle3_pair.head)}, "assistant_tokens": 3}}}))
+    arena = Arena.create(models, tmp_path / "cache")
+    preset = arena.presets.get("fixture-eagle3")
+    assert preset.drafts_with_eagle3 and method_label(preset) == "EAGLE-3 head"
+    settings = GenerationSettings(max_new_tokens=16, method="eagle3", assistant_tokens=3)
+    done = {e.side: e.result for e in arena.run(RaceRequest(prompt="Write a Python function that adds two numbers.",
+                                                             preset="fixture-eagle3", settings=settings))
+            if isinstance(e, DoneEvent)}
+    assert all(r.error is None for r in done.values()), {s: r.error for s, r in done.items()}
+    assert done[SPECULATIVE].ov_accepted_tokens > 0 and done[SPECULATIVE].ov_draft_tokens >= 3
+    assert list((tmp_path / "cache" / "safety").glob("*.json")), "the guard recorded no verdict"

@@ -259,3 +259,20 @@ def test_one_side_of_a_loaded_pair_is_served_from_the_pair(monkeypatch):
     cache.get_side(cache.key(Path("/m"), None, "prompt_lookup", options), SPECULATIVE)  # its lookup lane
     assert cache.get(Path("/m"), Path("/d"), "draft", options) is pair  # the next fair run
     assert built == [("pair", "draft"), (SPECULATIVE, "prompt_lookup")]
+
+
+def test_an_eagle3_head_is_proven_with_its_main_and_skipped_when_it_accepts_nothing(tmp_path, presets, attempts):
+    """A head cannot run alone: its check runs it beside the main (the child is given both),
+    and one that accepts none of its guesses is recorded and refused with a sentence, while the
+    main alone stays usable (the classic draft and prompt lookup still race)."""
+    arena, pair = arena_with(tmp_path, presets, guard_on(tmp_path, "head_accepts_nothing"))
+    eagle = RaceRequest(prompt="hi", preset="smollm2-self-draft",
+                        settings=GenerationSettings(max_new_tokens=8, assistant_tokens=3, method="eagle3"))
+    configs = arena.native_configs(eagle, pair, 1)
+    head = NativeConfig(str(pair.draft), "draft", 1, main=str(pair.main))
+    assert head in configs and head.key != NativeConfig(str(pair.draft), "draft", 1).key
+    with pytest.raises(DemoError, match="accepted none of its 12 guesses") as caught:
+        arena.threads_to_use(eagle, pair)
+    assert "\n" not in str(caught.value)
+    assert arena.guard.record.get(head)["status"] == CRASHES
+    assert arena.guard.record.get(NativeConfig(str(pair.main), "main", 1))["status"] == WORKS

@@ -261,7 +261,8 @@ def native_configs(key: PairKey, sides: tuple) -> list:
     if placement.kind(o.main_device) == "CPU":  # the baseline may compile other main weights (PairKey.main_of)
         out += [NativeConfig(main, "main", o.threads) for main in dict.fromkeys(key.main_of(s) for s in sides)]
     if key.draft and SPECULATIVE in sides and placement.kind(o.draft_device) == "CPU":
-        out.append(NativeConfig(key.draft, "draft", o.threads))
+        # an EAGLE-3 head is proven beside its main (safety.NativeConfig)
+        out.append(NativeConfig(key.draft, "draft", o.threads, main=key.main if key.method == "eagle3" else None))
     return out
 
 

@@ -167,7 +167,12 @@ class Preset(_Strict):
 
     @property
     def drafts_with_eagle3(self) -> bool:
-        """Whether the draft is an EAGLE-3 head (the speculative method this preset races)."""
+        """Whether the draft is an EAGLE-3 head (the speculative method this preset races): an
+        export marked eagle3, or a local IR folder whose runtime info says so."""
+        if isinstance(self.draft, LocalSource):
+            from .eagle3 import is_head
+
+            return is_head(Path(self.draft.path).expanduser())
         return getattr(self.draft, "eagle3", False)
 
     @field_validator("examples")
