@@ -213,15 +213,10 @@ def test_a_race_on_a_preset_whose_draft_is_a_head_runs_it_as_eagle3_through_the_
     head races with the eagle3 method, the guard proving the pair in a child first, and the
     speculative side accepts guesses (OpenVINO's counts)."""
     from demo.core.streaming import SPECULATIVE, DoneEvent
-    from demo.engine.arena import Arena, RaceRequest
+    from demo.engine.arena import RaceRequest
     from demo.web.race_tab import method_label
 
-    models = tmp_path / "models.yaml"
-    models.write_text(json.dumps({"default": "fixture-eagle3", "presets": {"fixture-eagle3": {
-        "description": "the SmolLM2 fixture with its EAGLE-3 head", "license": "apache-2.0", "fixture": True,
-        "main": {"source": "local", "path": str(eagle3_pair.main)},
-        "draft": {"source": "local", "path": str(eagle3_pair.head)}, "assistant_tokens": 3}}}))
-    arena = Arena.create(models, tmp_path / "cache")
+    arena = fixture_arena(eagle3_pair, tmp_path)
     preset = arena.presets.get("fixture-eagle3")
     assert preset.drafts_with_eagle3 and method_label(preset) == "EAGLE-3 head"
     settings = GenerationSettings(max_new_tokens=16, method="eagle3", assistant_tokens=3)
@@ -231,3 +226,28 @@ def test_a_race_on_a_preset_whose_draft_is_a_head_runs_it_as_eagle3_through_the_
     assert all(r.error is None for r in done.values()), {s: r.error for s, r in done.items()}
     assert done[SPECULATIVE].ov_accepted_tokens > 0 and done[SPECULATIVE].ov_draft_tokens >= 3
     assert list((tmp_path / "cache" / "safety").glob("*.json")), "the guard recorded no verdict"
+
+
+def fixture_arena(eagle3_pair, tmp_path):
+    """An Arena whose one preset (local folders) is the fixture's main with its head as draft."""
+    from demo.engine.arena import Arena
+
+    models = tmp_path / "models.yaml"
+    models.write_text(json.dumps({"default": "fixture-eagle3", "presets": {"fixture-eagle3": {
+        "description": "the SmolLM2 fixture with its EAGLE-3 head", "license": "apache-2.0", "fixture": True,
+        "main": {"source": "local", "path": str(eagle3_pair.main)},
+        "draft": {"source": "local", "path": str(eagle3_pair.head)}, "assistant_tokens": 3}}}))
+    return Arena.create(models, tmp_path / "cache")
+
+
+def test_the_bench_measures_a_heads_preset_with_the_eagle3_method(eagle3_pair, tmp_path):
+    from demo.bench import measure
+
+    result = measure.run_bench("fixture-eagle3", modes=["race"], assistant_tokens=[3], repeat=1,
+                               prompt_classes=["code"], limit_prompts=1, max_new_tokens=16,
+                               arena=fixture_arena(eagle3_pair, tmp_path))
+    assert not result.errors and len(result.samples) == 1
+    sample = result.samples[0]
+    assert sample.method == "eagle3" and sample.assistant_tokens == 3
+    assert [a.method for a in result.aggregates] == ["eagle3"]
+    assert result.aggregates[0].overall.tokens_per_step.median > 1.0  # the head's guesses were taken

@@ -78,7 +78,8 @@ def run_bench(
     ks = list(dict.fromkeys(assistant_tokens or [arena.default_assistant_tokens(preset_obj.name)]))
     for k in ks:
         GenerationSettings(max_new_tokens=max_new_tokens, assistant_tokens=k).validated()
-    methods = (["draft"] if preset_obj.draft is not None else []) + (["prompt_lookup"] if prompt_lookup else [])
+    drafting = "eagle3" if preset_obj.drafts_with_eagle3 else "draft"  # a head's preset measures its head
+    methods = ([drafting] if preset_obj.draft is not None else []) + (["prompt_lookup"] if prompt_lookup else [])
     if not methods:
         raise DemoError(f"Preset {preset_obj.name!r} has no draft model; add --prompt-lookup to measure prompt lookup.")
     format_pairs = list(dict.fromkeys(formats or [(None, None)]))

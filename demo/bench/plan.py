@@ -13,7 +13,7 @@ from ..core.errors import DemoError
 
 MODES = ("fair", "race")
 MODE_ALIASES = {"fair": "fair", "sequential": "fair", "race": "race"}  # "sequential": older name, older JSON
-METHOD_LABELS = {"draft": "draft", "prompt_lookup": "lookup"}
+METHOD_LABELS = {"draft": "draft", "eagle3": "eagle3", "prompt_lookup": "lookup"}
 
 
 @dataclass(frozen=True)
@@ -21,7 +21,7 @@ class Config:
     """One measured configuration: how the sides run and what the speculative side guesses with."""
 
     mode: str              # fair | race
-    method: str            # draft | prompt_lookup
+    method: str            # draft | eagle3 | prompt_lookup
     assistant_tokens: int  # K
     weights: str = "preset"  # "MAIN/DRAFT" weight formats, or "preset" for models.yaml's
 

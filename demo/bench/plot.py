@@ -16,7 +16,7 @@ from .result import BenchResult
 def _plot_classes(left, aggs, modes, methods) -> None:
     """Median speedup vs K, one line per prompt class (and method, and mode)."""
     colors = {c: f"C{i}" for i, c in enumerate(list(CLASSES) + ["all"])}
-    styles = {"draft": "-", "prompt_lookup": "--"}
+    styles = {"draft": "-", "eagle3": "-.", "prompt_lookup": "--"}
     markers = {"fair": "o", "race": "s"}
     for mode in modes:
         for method in methods:
@@ -50,7 +50,7 @@ def _plot_formats(ax, aggs, weights, modes) -> None:
     alone: dict = {}
     for i, w in enumerate(weights):
         for mode in modes:
-            series = sorted((a for a in aggs if a.weights == w and a.mode == mode and a.method == "draft"),
+            series = sorted((a for a in aggs if a.weights == w and a.mode == mode and a.method in ("draft", "eagle3")),
                             key=lambda a: a.assistant_tokens)
             if not series:
                 continue

@@ -36,7 +36,7 @@ class _Configured(_Model):
     """The configuration a row belongs to (plan.Config's fields)."""
 
     mode: str                # fair | race ("sequential" reads as fair)
-    method: str              # draft | prompt_lookup
+    method: str              # draft | eagle3 | prompt_lookup
     assistant_tokens: int    # K
     weights: str = "preset"  # "MAIN/DRAFT" weight formats, or "preset"
 
