@@ -343,6 +343,19 @@ def test_every_calibration_in_the_repository_still_loads():
     assert {json.loads(p.read_text())["calibration_version"] for p in files} >= {2, 3}
 
 
+def test_a_gguf_main_not_timed_alone_is_compared_by_its_bare_model():
+    """A launch on the Xeon without AMX (2026-12-04): the gguf main was over 1.5x the int4_sym
+    main's token, so only int4_sym was timed alone; what the format buys is then read from
+    the bare models' one-token costs, and said to be that."""
+    path = Path(__file__).resolve().parent.parent / "bench-results" / "calibration-qwen-xeon-noamx-s39.json"
+    raw = json.loads(path.read_text())
+    assert set(raw["plain"]["fair"]["rates"]) == {"int4_sym"} and "gguf" in raw["main"]
+    ratio = raw["main"]["gguf"]["verify_s"]["fair"][0] / raw["main"]["int4_sym"]["verify_s"]["fair"][0]
+    assert ratio > cost_model.PLAIN_MARGIN
+    lines = report.launch_lines(Calibration.model_validate(raw), "X")
+    assert any(f"({ratio:.2f}×; bare models: the GGUF was too slow to time alone)" in line for line in lines)
+
+
 def test_format_auto_resolves_to_the_calibrated_choice(result, presets, session_store):
     from demo.models import formats
 

@@ -95,11 +95,13 @@ def _verdict(result: Calibration) -> list[str]:
     if fair is not None and fair.rates.get("gguf") and base:
         lines.append(f"  what the format buys: {base.main_format} alone runs "
                      f"{base.baseline_tok_s / median(fair.rates['gguf']):.2f}× the original GGUF's weights alone (fair threads)")
-    elif fair is not None and base and all("fair" in result.main[f].verify_s for f in {base.main_format, "gguf"}
-                                           if f in result.main) and {base.main_format, "gguf"} <= set(result.main):
-        ours, gguf = (result.main[f].verify_s["fair"][0] for f in (base.main_format, "gguf"))
-        lines.append(f"  what the format buys: {base.main_format}'s model takes {ours * 1000:.1f} ms a token, the original "
-                     f"GGUF's {gguf * 1000:.1f} ms ({gguf / ours:.2f}×; bare models: the GGUF was too slow to time alone)")
+    elif fair is not None and base:  # the GGUF was not timed alone (cost_model.plain_contenders): bare models
+        curves = {f: result.main[f].verify_s.get("fair") for f in (base.main_format, "gguf") if f in result.main}
+        if len(curves) == 2 and all(curves.values()):
+            ours, gguf = curves[base.main_format][0], curves["gguf"][0]
+            lines.append(f"  what the format buys: {base.main_format}'s model takes {ours * 1000:.1f} ms a token, the "
+                         f"original GGUF's {gguf * 1000:.1f} ms ({gguf / ours:.2f}×; bare models: the GGUF was too slow "
+                         "to time alone)")
     llama = fair.reference.get("llama.cpp") if fair is not None else None
     if llama and result.baseline.get("fair"):
         lines.append(f"  reference: llama.cpp's plain decoding of the same GGUF, {median(llama):.1f} tok/s (fair threads, "

@@ -180,11 +180,10 @@ class Arena:
             out.append(NativeConfig(str(pair.main), "main", threads))
             if pair.baseline is not None:
                 out.append(NativeConfig(str(pair.baseline), "main", threads))
-        if request.settings.method == "eagle3" and pair.draft is not None and placement.kind(o.draft_device) == "CPU":
-            # a head runs only beside its main, and must be seen accepting guesses (issue 4425)
-            out.append(NativeConfig(str(pair.draft), "draft", threads, main=str(pair.main)))
-        elif uses_draft_model(request.settings.method) and pair.draft is not None and placement.kind(o.draft_device) == "CPU":
-            out.append(NativeConfig(str(pair.draft), "draft", threads))
+        if uses_draft_model(request.settings.method) and pair.draft is not None and placement.kind(o.draft_device) == "CPU":
+            # an EAGLE-3 head runs only beside its main, and must be seen accepting guesses (issue 4425)
+            head_of = str(pair.main) if request.settings.method == "eagle3" else None
+            out.append(NativeConfig(str(pair.draft), "draft", threads, main=head_of))
         return out
 
     def threads_to_use(self, request: RaceRequest, pair: PreparedPair, status: Optional[Callable[[str], None]] = None,
