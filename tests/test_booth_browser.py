@@ -66,11 +66,16 @@ def race(page, prompt, max_new_tokens):
     }""", timeout=180_000)
 
 
+# Every state the replay panels render: a MutationObserver sees each DOM update (a 20 ms timer
+# alone missed most of a short replay while two test workers loaded the CPU), the timer adds
+# the states between updates.
 TOKEN_SAMPLER = """() => {
   window.__samples = [];
   const n = (slot) => +(document.querySelector(`#replay-${slot}-stats .stats`)?.dataset.tokens ?? 0);
-  window.__sampler = setInterval(() => window.__samples.push(
-    {t: performance.now(), lane1: n('lane1'), lane2: n('lane2')}), 20);
+  const sample = () => window.__samples.push({t: performance.now(), lane1: n('lane1'), lane2: n('lane2')});
+  window.__observer = new MutationObserver(sample);
+  window.__observer.observe(document.body, {subtree: true, childList: true, attributes: true, characterData: true});
+  window.__sampler = setInterval(sample, 20);
 }"""
 
 
@@ -166,7 +171,7 @@ def test_scoreboard_shows_a_new_row_after_a_race_and_after_a_restart(app_and_pag
 
 def test_a_downloaded_recording_replays_with_identical_text_and_token_counts(page, engine_runs, tmp_path):
     prompt = "Write a Python function that adds two numbers, then explain it in one sentence."
-    race(page, prompt, 48)
+    race(page, prompt, 96)  # long enough that its replay spans several of the page's updates
     live = {side: page.evaluate(f"() => document.querySelector('#{side}-output .panel-text').textContent")
             for side in ("baseline", "speculative")}
     page.locator("#race-recording").wait_for(state="visible", timeout=30_000)
@@ -177,7 +182,7 @@ def test_a_downloaded_recording_replays_with_identical_text_and_token_counts(pag
     rec = json.loads(path.read_text())
 
     # The file against the engine's own runs: every step's tokens, text and offset.
-    assert rec["kind"] == "race" and rec["prompt"] == prompt and rec["settings"]["max_new_tokens"] == 48
+    assert rec["kind"] == "race" and rec["prompt"] == prompt and rec["settings"]["max_new_tokens"] == 96
     for lane in rec["lanes"]:
         run = next(r for r in reversed(runs_for(engine_runs, prompt)) if r.side == lane["name"])
         steps = lane["steps"]
@@ -201,7 +206,8 @@ def test_a_downloaded_recording_replays_with_identical_text_and_token_counts(pag
     # Streamed, not dumped: the panels' token counters rise through the recorded steps, never
     # down, and show counts between none and all (the replay's pace itself is checked against
     # a fake clock in tests/test_race_logic.py, not against this machine's speed here).
-    samples = page.evaluate("() => { clearInterval(window.__sampler); return window.__samples; }")
+    samples = page.evaluate("() => { clearInterval(window.__sampler); window.__observer.disconnect(); "
+                            "return window.__samples; }")
     for slot, lane in (("lane1", rec["lanes"][0]), ("lane2", rec["lanes"][1])):
         end = next(i for i, x in enumerate(samples) if x[slot] == lane["tokens"])
         start = max(i for i, x in enumerate(samples[:end]) if x[slot] == 0) + 1  # after this replay's reset

@@ -251,3 +251,32 @@ def test_the_bench_measures_a_heads_preset_with_the_eagle3_method(eagle3_pair, t
     assert sample.method == "eagle3" and sample.assistant_tokens == 3
     assert [a.method for a in result.aggregates] == ["eagle3"]
     assert result.aggregates[0].overall.tokens_per_step.median > 1.0  # the head's guesses were taken
+
+
+def test_the_three_way_race_runs_a_heads_preset_with_eagle3_in_the_draft_lane(eagle3_pair, tmp_path):
+    from demo.core.streaming import DoneEvent
+    from demo.engine import three_way
+    from demo.engine.arena import RaceRequest
+
+    arena = fixture_arena(eagle3_pair, tmp_path)
+    settings = GenerationSettings(max_new_tokens=12, assistant_tokens=3)
+    done = {e.side: e.result for e in three_way.run(arena, RaceRequest(
+        prompt="Write a Python function that adds two numbers.", preset="fixture-eagle3", settings=settings))
+        if isinstance(e, DoneEvent)}
+    assert list(done) == list(three_way.LANES) and all(r.error is None for r in done.values())
+    assert done["draft"].ov_accepted_tokens > 0  # the head's guesses, taken by the main
+
+
+def test_an_export_that_optimum_cannot_do_is_one_sentence(eagle3_pair, tmp_path):
+    """A checkpoint that passes the checks but has no weights: optimum-intel's own failure,
+    its last line, in one sentence naming the head."""
+    from demo.models.presets import ExportSource
+    from demo.models.sources import ModelStore
+
+    broken = tmp_path / "no-weights"
+    broken.mkdir()
+    (broken / "config.json").write_text((eagle3_pair.checkpoint / "config.json").read_text())
+    spec = ExportSource(source="export", repo=str(broken), eagle3=True)
+    with pytest.raises(DemoError, match=r"^optimum-intel could not export the EAGLE-3 head no-weights: .+") as e:
+        ModelStore(tmp_path / "cache").prepare(spec, role="draft model")
+    assert "\n" not in str(e.value) and "Traceback" not in str(e.value)
