@@ -701,3 +701,23 @@ def test_the_fastest_main_alone_is_the_fastest_measured(presets, tmp_path, monke
     assert result.fastest_alone.baseline_tok_s == pytest.approx(1 / 0.025)
     alone = {c.main_format: c.baseline_tok_s for c in result.candidates if c.mode == "fair"}
     assert alone == {"gguf": pytest.approx(20.0), "int4_sym": pytest.approx(40.0)}
+
+
+def test_a_pair_used_as_shipped_is_not_calibrated_and_says_what_to_run_instead(presets, tmp_path):
+    """Calibration chooses GGUF weight formats: a hub, export or local pair has none, so the
+    launch goes Ready once it is warm (it used to fail its warm-up on the first conversion),
+    and `python -m demo.calibrate` names the bench command that measures K."""
+    from types import SimpleNamespace
+
+    from demo.engine.startup import needs_calibration
+    from demo.models.sources import ModelStore
+
+    arena = SimpleNamespace(store=ModelStore(tmp_path))
+    for name in ("phi-3-mini-fastdraft", "qwen3-1.7b-eagle3", "dolly-v2-7b-3b"):
+        assert not needs_calibration(arena, presets.get(name)), name
+        with pytest.raises(DemoError) as e:
+            calibration.calibrate(presets.get(name), arena.store)
+        assert str(e.value) == (f"Calibration chooses the weight formats of pypi and gguf pairs, and {name!r} is used "
+                                f"as shipped; measure its K with python -m demo.bench --preset {name} "
+                                "--assistant-tokens 2,3,4,5.")
+    assert needs_calibration(arena, presets.get("qwen2.5-coder-embedded"))  # a GGUF pair, nothing measured here

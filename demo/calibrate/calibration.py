@@ -43,6 +43,7 @@ from typing import Callable, Optional, Sequence
 from ..core.errors import DemoError
 from ..models.calibration_result import Calibration
 from ..models.calibration_store import CALIBRATION_VERSION, cache_path, fingerprint, stages_path
+from ..models.sources import has_formats
 from .cost_model import median as cost_model_median
 from .cost_model import PLAIN_MARGIN, overhead_ks, pick_among_fastest, plain_choice, plain_contenders, predict
 from .measure import DRAFT_REPEATS, PREFIX_TOKENS, REPEATS, others_busy, sparse_points
@@ -176,6 +177,10 @@ def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMA
 
     if preset.draft is None:
         raise DemoError(f"Preset {preset.name!r} has no draft model; there is nothing to calibrate.")
+    if not (has_formats(preset.main) and has_formats(preset.draft)):
+        raise DemoError(f"Calibration chooses the weight formats of pypi and gguf pairs, and {preset.name!r} is used "
+                        f"as shipped; measure its K with python -m demo.bench --preset {preset.name} "
+                        "--assistant-tokens 2,3,4,5.")
     started = time.time()
     budget = budget_bytes() if budget is None else budget
     threads = {"fair": None, "race": race_threads()}

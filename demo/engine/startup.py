@@ -79,7 +79,7 @@ def start_warmup(arena: WarmupHost, report: Callable[[str], None],
     request = RaceRequest(prompt="warm-up", preset=arena.presets.default)
     preset = arena.presets.get(request.preset)
     give_up = threading.Event()  # the pair failed to prepare: the early conversion stops waiting
-    if calibrator is not None and preset.draft is not None and load_cached(arena.store, preset) is None:
+    if calibrator is not None and needs_calibration(arena, preset):
         threading.Thread(target=_convert_early, args=(arena, calibrator, preset, report, give_up),
                          name="startup-early-conversion", daemon=True).start()
 
@@ -174,13 +174,23 @@ def _convert_early(arena: WarmupHost, calibrator: Calibrator, preset, report: Ca
         report(f"calibrating: converting early did not work ({e}); it is tried again later")
 
 
+def needs_calibration(arena: WarmupHost, preset) -> bool:
+    """Whether a launch calibrates this default preset: a GGUF pair (pypi or gguf sources, whose
+    weight formats calibration chooses) with no result for this machine yet. A hub, export or
+    local pair is used as shipped: Ready once it is warm."""
+    from ..models.sources import has_formats
+
+    return (preset.draft is not None and has_formats(preset.main) and has_formats(preset.draft)
+            and load_cached(arena.store, preset) is None)
+
+
 def _calibrate_once(arena: WarmupHost, request: RaceRequest, report: Callable[[str], None],
                     calibrator: Calibrator) -> bool:
     """Calibrate the default preset on this machine unless a result is cached (True if it
     calibrated now). Each measuring stage takes the CPU in its own admission slot, so a race
     waits one stage at most, seeing why in its status line."""
     preset = arena.presets.get(request.preset)
-    if preset.draft is None or load_cached(arena.store, preset) is not None:
+    if not needs_calibration(arena, preset):
         return False
     report("calibrating: the default pair is warm and races run now; measuring this machine once before Ready")
 
