@@ -242,22 +242,25 @@ def export_with_optimum(spec: ExportSource, work: Path, role: str, progress: Pro
         progress(f"exporting {role} {spec.repo}, an EAGLE-3 head, with optimum-intel ({spec.weight_format})", 0, 0)
         export_eagle3_head(Path(model), work, spec.weight_format, checkpoint)
         return
-    cmd = [
-        sys.executable, "-m", "optimum.commands.optimum_cli", "export", "openvino",
-        "--model", str(model), "--task", "text-generation-with-past",
-        "--weight-format", spec.weight_format,
-    ]
-    if spec.trust_remote_code:  # only when the preset says so: it runs code from the repo
-        cmd.append("--trust-remote-code")
-    cmd.append(str(work))
     progress(f"exporting {role} {spec.repo} with optimum-intel ({spec.weight_format})", 0, 0)
-    result = run_child(cmd, checkpoint)
+    # trust_remote_code only when the preset says so: it runs code from the repo
+    _optimum_export(str(model), work, spec.weight_format, spec.trust_remote_code, checkpoint,
+                    f"optimum-cli could not export the {role} {spec.repo}")
+
+
+def _optimum_export(model: str, out: Path, weight_format: str, trust_remote_code: bool,
+                    checkpoint: Callable[[], None], failed: str) -> None:
+    """`optimum-cli export openvino` in a child; `failed` starts the sentence if it fails."""
+    cmd = [sys.executable, "-m", "optimum.commands.optimum_cli", "export", "openvino", "--model", model,
+           "--task", "text-generation-with-past", "--weight-format", weight_format]
+    cmd += ["--trust-remote-code"] if trust_remote_code else []
+    result = run_child(cmd + [str(out)], checkpoint)
     if result.returncode != 0:
         output = result.stderr or result.stdout
         if "No space left on device" in output:
             raise OSError(errno.ENOSPC, "No space left on device")
         tail = output.strip().splitlines()[-1:] or ["no output"]
-        raise DemoError(f"optimum-cli could not export the {role} {spec.repo}: {tail[0][:300]}")
+        raise DemoError(f"{failed}: {tail[0][:300]}")
 
 
 def export_eagle3_head(source: Path, out: Path, weight_format: str = "fp16",
@@ -274,15 +277,8 @@ def export_eagle3_head(source: Path, out: Path, weight_format: str = "fp16",
     from . import eagle3
 
     config = eagle3.checkpoint_config(source)
-    cmd = [sys.executable, "-m", "optimum.commands.optimum_cli", "export", "openvino", "--model", str(source),
-           "--task", "text-generation-with-past", "--weight-format", weight_format, "--trust-remote-code", str(out)]
-    result = run_child(cmd, checkpoint)
-    if result.returncode != 0:
-        output = result.stderr or result.stdout
-        if "No space left on device" in output:
-            raise OSError(errno.ENOSPC, "No space left on device")
-        tail = output.strip().splitlines()[-1:] or ["no output"]
-        raise DemoError(f"optimum-intel could not export the EAGLE-3 head {source.name}: {tail[0][:300]}")
+    _optimum_export(str(source), out, weight_format, True, checkpoint,
+                    f"optimum-intel could not export the EAGLE-3 head {source.name}")
     layers = (config.get("eagle_config") or {}).get("eagle_aux_hidden_state_layer_ids")
     if layers:
         eagle3.mark_head(out, tuple(layers))
