@@ -78,8 +78,8 @@ def run_bench(
     ks = list(dict.fromkeys(assistant_tokens or [arena.default_assistant_tokens(preset_obj.name)]))
     for k in ks:
         GenerationSettings(max_new_tokens=max_new_tokens, assistant_tokens=k).validated()
-    drafting = "eagle3" if preset_obj.drafts_with_eagle3 else "draft"  # a head's preset measures its head
-    methods = ([drafting] if preset_obj.draft is not None else []) + (["prompt_lookup"] if prompt_lookup else [])
+    # a draft model's or a head's method (Preset.default_method), then prompt lookup if asked
+    methods = ([preset_obj.default_method] if preset_obj.draft is not None else []) + (["prompt_lookup"] if prompt_lookup else [])
     if not methods:
         raise DemoError(f"Preset {preset_obj.name!r} has no draft model; add --prompt-lookup to measure prompt lookup.")
     format_pairs = list(dict.fromkeys(formats or [(None, None)]))

@@ -138,7 +138,7 @@ def _run(arena: Backend, request: RaceRequest, stop: Optional[threading.Event], 
         raise DemoError(f"The preset {preset.name!r} has no draft model, so it cannot race a draft against prompt "
                         "lookup; choose a preset with a draft model.")
     stop = stop or threading.Event()
-    draft_method = "eagle3" if preset.drafts_with_eagle3 else "draft"  # the draft lane: a draft model or an EAGLE-3 head
+    draft_method = preset.default_method  # the draft lane: a draft model or an EAGLE-3 head (the draft exists)
     lane_settings = {"baseline": replace(settings, method=draft_method), "draft": replace(settings, method=draft_method),
                      "lookup": replace(settings, method="prompt_lookup")}
     chosen: dict = {}

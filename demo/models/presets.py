@@ -175,6 +175,12 @@ class Preset(_Strict):
             return is_head(Path(self.draft.path).expanduser())
         return getattr(self.draft, "eagle3", False)
 
+    @property
+    def default_method(self) -> str:
+        """The speculative method this preset races unless asked otherwise: its EAGLE-3 head,
+        its draft model, or prompt lookup when it has no draft."""
+        return "eagle3" if self.drafts_with_eagle3 else ("draft" if self.draft is not None else "prompt_lookup")
+
     @field_validator("examples")
     @classmethod
     def _examples_not_blank(cls, v: list[str]) -> list[str]:

@@ -28,8 +28,7 @@ STOPPED = (f"{STOP} Stopped. What each side wrote so far stays in its own histor
 
 
 def method_of(arena, preset: str) -> str:
-    p = arena.presets.get(preset)
-    return "eagle3" if p.drafts_with_eagle3 else ("draft" if p.draft is not None else "prompt_lookup")
+    return arena.presets.get(preset).default_method
 
 
 def parse_inputs(arena, message, preset, max_new_tokens, assistant_tokens) -> RaceRequest:

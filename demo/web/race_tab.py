@@ -15,7 +15,7 @@ from typing import Optional
 import gradio as gr
 
 from ..core.errors import DemoError
-from ..core.settings import GenerationSettings, PipelineOptions
+from ..core.settings import METHOD_NAMES, GenerationSettings, PipelineOptions
 from ..core.streaming import BASELINE, SIDES, SPECULATIVE, ChunkEvent, DoneEvent, StartEvent, StatusEvent
 from ..engine.arena import RaceRequest
 from ..engine.backend import Backend
@@ -55,13 +55,12 @@ class RaceView:
 
 
 MODES = {"race: both at once": "race", "fair: each alone, then replayed": "fair"}
-METHODS = {"draft model": "draft", "EAGLE-3 head": "eagle3", "prompt lookup": "prompt_lookup"}
+METHODS = {label: method for method, label in METHOD_NAMES.items()}  # the radio's labels -> methods
 
 
 def method_label(preset) -> str:
-    """The method a preset races by default: its EAGLE-3 head, its draft model, or prompt lookup."""
-    method = "eagle3" if preset.drafts_with_eagle3 else ("draft" if preset.draft is not None else "prompt_lookup")
-    return next(label for label, m in METHODS.items() if m == method)
+    """The radio's label for the method a preset races by default (Preset.default_method)."""
+    return METHOD_NAMES[preset.default_method]
 MAX_NEW_TOKENS_UI = 1024
 MAX_ASSISTANT_TOKENS_UI = 16
 
