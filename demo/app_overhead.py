@@ -33,7 +33,7 @@ def _engine_once(arena, request) -> dict:
 
 def _page_once(client, preset: str, k: int, max_new_tokens: int) -> dict:
     out = client.predict(PROMPT, preset, "CPU", "CPU", "draft model", k, False, 0.4, max_new_tokens,
-                         False, 0.7, 0.9, False, "race: both at once", api_name="/race")
+                         False, 0.7, 0.9, False, "race: both at once", 0, 0, api_name="/race")
     tps = [float(re.search(r'data-tokens-per-s="([\d.]+)"', html).group(1)) for html in (out[1], out[3])]
     return {"baseline": tps[0], "speculative": tps[1]}
 

@@ -78,7 +78,7 @@ def main() -> int:
                 for method in ("draft model", "prompt lookup"):
                     print(f"race: {method}: {prompt[:40]}", file=sys.stderr)
                     client.predict(prompt, args.preset, "CPU", "CPU", method, k, False, 0.4, args.max_new_tokens,
-                                   False, 0.7, 0.9, False, "race: both at once", api_name="/race")
+                                   False, 0.7, 0.9, False, "race: both at once", 0, 0, api_name="/race")
         client.close()
         with sync_api.sync_playwright() as p:
             browser, page = open_page(p, demo.local_url)

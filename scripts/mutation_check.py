@@ -97,6 +97,14 @@ class Mutation:
 
 MUTATIONS = [
     Mutation(
+        "race tab: the tree sliders are ignored",
+        "the page's branching factor and depth never reach OpenVINO: an EAGLE-3 tree races as a chain",
+        "demo/web/race_tab.py",
+        '        tree_depth=checks.number("tree depth", tree_depth, 0, MAX_TREE, integer=True) or None,',
+        "        tree_depth=None,",
+        ("tests/test_eagle3.py::test_the_pages_tree_sliders_race_a_tree_of_guesses",),
+    ),
+    Mutation(
         "render: no HTML escaping",
         "model output reaches the page as HTML (<script> would run)",
         "demo/web/render.py",

@@ -140,7 +140,7 @@ def idle_cost(window_s: float) -> dict:
 
 def race_once(client, prompt: str, k: int, max_new_tokens: int) -> dict:
     args = (prompt, PRESET, "CPU", "CPU", "draft model", k, False, 0.4, max_new_tokens, False, 0.7, 0.9, False,
-            "race: both at once")
+            "race: both at once", 0, 0)
     t0 = time.perf_counter()
     job = client.submit(*args, api_name="/race")
     first, done, last = {}, {}, {}

@@ -95,7 +95,7 @@ def visitor(url: str, t0: float, times: dict, stop: threading.Event, seen: list)
     client = Client(url, verbose=False)
     preset = load_presets().default
     job = client.submit(PROMPT, preset, "CPU", "CPU", "draft model", 4, False, 0.4, 32, False, 0.7, 0.9, False,
-                        "race: both at once", api_name="/race")
+                        "race: both at once", 0, 0, api_name="/race")
     while not job.done() and not stop.is_set():
         outputs = job.outputs()
         status = re.sub(r"<[^>]+>", "", str(outputs[-1][STATUS])).strip() if outputs else ""

@@ -12,9 +12,9 @@ STORY = "Write a long story about a lighthouse keeper and a storm."
 
 def race_args(prompt=PROMPT, preset="smollm2-self-draft", main_device="CPU", draft_device="CPU",
               method="draft model", k=4, use_threshold=False, threshold=0.4, max_new_tokens=48,
-              sampling=False, temperature=0.7, top_p=0.9, exact=False, mode="race: both at once"):
+              sampling=False, temperature=0.7, top_p=0.9, exact=False, mode="race: both at once", branching=0, depth=0):
     return (prompt, preset, main_device, draft_device, method, k, use_threshold, threshold,
-            max_new_tokens, sampling, temperature, top_p, exact, mode)
+            max_new_tokens, sampling, temperature, top_p, exact, mode, branching, depth)
 
 
 @pytest.fixture(scope="module")

@@ -42,10 +42,10 @@ IDLE = {"running": None, "waiting": 0}
 def race_args(prompt="Write a Python function that reverses a string.", preset=SMOLLM2, main_device="CPU",
               draft_device="CPU", method="draft model", k=4, use_threshold=False, threshold=0.4,
               max_new_tokens=16, sampling=False, temperature=0.7, top_p=0.9, exact=False,
-              mode="race: both at once") -> list:
-    """The 14 values of /race, in the page's order (the same tuple tests/test_app.py sends)."""
+              mode="race: both at once", branching=0, depth=0) -> list:
+    """The 16 values of /race, in the page's order (the same tuple tests/test_app.py sends)."""
     return [prompt, preset, main_device, draft_device, method, k, use_threshold, threshold,
-            max_new_tokens, sampling, temperature, top_p, exact, mode]
+            max_new_tokens, sampling, temperature, top_p, exact, mode, branching, depth]
 
 
 def bench_args(preset=SMOLLM2, modes=("fair",), classes=("code",), ks="2", lookup=False, prompts=1,
@@ -208,6 +208,13 @@ RACE_REFUSALS = [
     ("max new tokens -Infinity", Raw(race_args(), {8: "-Infinity"}), ["'max new tokens' must be a whole number"]),
     ("max new tokens '12'", race_args(max_new_tokens="12"), ["'max new tokens' must be a whole number"]),
     ("max new tokens None", race_args(max_new_tokens=None), ["'max new tokens' must be a whole number"]),
+    # EAGLE-3 tree drafting (0: a chain): checked as numbers, then as a tree (demo.core.settings)
+    ("branching factor 9", race_args(branching=9, depth=2), ["'tree branching factor' must be a whole number from 0 to 8"]),
+    ("tree depth 1.5", race_args(branching=2, depth=1.5), ["'tree depth' must be a whole number from 0 to 8"]),
+    ("tree depth None", race_args(depth=None), ["'tree depth' must be a whole number"]),
+    ("a tree with a classic draft", race_args(branching=2, depth=2),
+     ["Tree drafting (branching factor and tree depth) works only with an EAGLE-3 head"]),
+    ("a depth without a branching factor", race_args(depth=2), ["only with an EAGLE-3 head", "clear both"]),
     # a preset that needs the network: offered only once an operator prepared it
     ("hub preset not prepared", race_args(preset=NOT_PREPARED),
      [f"The preset '{NOT_PREPARED}' is not prepared on this machine",
@@ -279,14 +286,14 @@ def test_a_not_prepared_hub_preset_starts_no_download(client, arena, monkeypatch
 
 
 def test_the_wrong_number_of_values_is_refused_before_any_run(client, arena):
-    """Gradio itself refuses a call with 13 values instead of 14 (before our handler runs).
+    """Gradio itself refuses a call with 15 values instead of 16 (before our handler runs).
 
     Its reason is hidden from the caller (the app launches with show_error=False so that
     internal errors never reach a visitor), so the caller gets an error without a message:
     a known gap, listed in RELIABILITY.md. What matters here: nothing runs and no internals leak.
     """
     before = arena.admission.state()
-    kind, data = call_raw(client.src, "race", Raw(race_args()[:13]).body())
+    kind, data = call_raw(client.src, "race", Raw(race_args()[:15]).body())
     assert kind == "error" and data == {"error": None}
     assert before == arena.admission.state() == IDLE
 

@@ -135,7 +135,7 @@ def test_scoreboard_shows_a_new_row_after_a_race_and_after_a_restart(app_and_pag
     client = Client(demo.local_url, verbose=False)
     try:
         client.predict(VISITOR_PROMPT, SMOLLM2, "CPU", "CPU", "prompt lookup", 3, False, 0.4, 24, False, 0.7, 0.9,
-                       False, "fair: each alone, then replayed", api_name="/race")
+                       False, "fair: each alone, then replayed", 0, 0, api_name="/race")
     finally:
         client.close()
     rows = db_rows(db)

@@ -228,6 +228,24 @@ def test_a_race_on_a_preset_whose_draft_is_a_head_runs_it_as_eagle3_through_the_
     assert list((tmp_path / "cache" / "safety").glob("*.json")), "the guard recorded no verdict"
 
 
+def test_the_pages_tree_sliders_race_a_tree_of_guesses(eagle3_pair, tmp_path):
+    """The page's two tree sliders (0: a chain) become a tree request: parse_race_inputs with the
+    values a browser sends, then the arena races it and the speculative side accepts guesses."""
+    from demo.core.streaming import SPECULATIVE, DoneEvent
+    from demo.web.race_tab import parse_race_inputs
+
+    arena = fixture_arena(eagle3_pair, tmp_path)
+    values = ["Write a Python function that adds two numbers.", "fixture-eagle3", "CPU", "CPU", "EAGLE-3 head", 4,
+              False, 0.4, 16, False, 0.7, 0.9, False, "race: both at once"]
+    chain = parse_race_inputs(arena, *values, 0, 0)
+    assert chain.settings.method == "eagle3" and not chain.settings.tree
+    request = parse_race_inputs(arena, *values, 2, 3)
+    assert (request.settings.branching_factor, request.settings.tree_depth) == (2, 3)
+    done = {e.side: e.result for e in arena.run(request) if isinstance(e, DoneEvent)}
+    assert all(r.error is None for r in done.values()), {s: r.error for s, r in done.items()}
+    assert done[SPECULATIVE].ov_accepted_tokens > 0
+
+
 def fixture_arena(eagle3_pair, tmp_path):
     """An Arena whose one preset (local folders) is the fixture's main with its head as draft."""
     from demo.engine.arena import Arena

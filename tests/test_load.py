@@ -32,7 +32,7 @@ LONG_PROMPT = "Write a long story about a lighthouse keeper and a storm."  # run
 def race_args(prompt="Write a Python function that reverses a string.", max_new_tokens=32,
               mode="race: both at once") -> list:
     return [prompt, SMOLLM2, "CPU", "CPU", "draft model", 4, False, 0.4, max_new_tokens, False, 0.7, 0.9,
-            False, mode]
+            False, mode, 0, 0]
 
 
 BENCH_ARGS = [SMOLLM2, ["fair"], ["code"], "2", False, 1, 1, 16]  # 2 runs: one warm-up, one prompt

@@ -15,7 +15,7 @@ from typing import Optional
 import gradio as gr
 
 from ..core.errors import DemoError
-from ..core.settings import METHOD_NAMES, GenerationSettings, PipelineOptions
+from ..core.settings import MAX_TREE, METHOD_NAMES, GenerationSettings, PipelineOptions
 from ..core.streaming import BASELINE, SIDES, SPECULATIVE, ChunkEvent, DoneEvent, StartEvent, StatusEvent
 from ..engine.arena import RaceRequest
 from ..engine.backend import Backend
@@ -67,9 +67,10 @@ MAX_ASSISTANT_TOKENS_UI = 16
 
 def parse_race_inputs(arena: Backend, prompt, preset, main_device, draft_device, method, assistant_tokens,
                       use_threshold, threshold, max_new_tokens, sampling, temperature, top_p, exact,
-                      mode) -> RaceRequest:
+                      mode, branching_factor=0, tree_depth=0) -> RaceRequest:
     """Re-validate every field on the server: the page's widgets bound what a browser sends,
-    but anyone can call the API with None, NaN, strings or out-of-range values."""
+    but anyone can call the API with None, NaN, strings or out-of-range values. A branching
+    factor and tree depth of 0 (the sliders' rest) mean a chain of guesses, not a tree."""
     if prompt is not None and not isinstance(prompt, str):
         raise DemoError("The prompt must be text; type a question or pick an example.")
     use_threshold = checks.boolean("use a confidence threshold", use_threshold)
@@ -83,6 +84,8 @@ def parse_race_inputs(arena: Backend, prompt, preset, main_device, draft_device,
         sampling=sampling,
         temperature=checks.number("temperature", temperature, 0.05, 2.0) if sampling else 0.7,
         top_p=checks.number("top-p", top_p, 0.01, 1.0) if sampling else 0.9,
+        branching_factor=checks.number("tree branching factor", branching_factor, 0, MAX_TREE, integer=True) or None,
+        tree_depth=checks.number("tree depth", tree_depth, 0, MAX_TREE, integer=True) or None,
     )
     devices = arena.devices()
     options = PipelineOptions(main_device=checks.choice("main device", main_device, devices),

@@ -14,7 +14,7 @@ import gradio as gr
 
 from ..core import placement
 from ..core.errors import DemoError
-from ..core.settings import MAX_PROMPT_CHARS, PipelineOptions
+from ..core.settings import MAX_PROMPT_CHARS, MAX_TREE, PipelineOptions
 from ..engine.backend import Backend
 from . import bench_tab, render, step_view, startup_view
 from .booth import Booth
@@ -123,6 +123,12 @@ def build_demo(arena: Backend, bench_enabled: bool = True, booth: Optional[Booth
                     temperature = gr.Slider(0.1, 2.0, value=0.7, step=0.05, label="Temperature")
                     top_p = gr.Slider(0.05, 1.0, value=0.9, step=0.05, label="Top-p")
                     exact = gr.Checkbox(label="Exact mode (f32: greedy outputs must match)", value=False, elem_id="exact")
+                # EAGLE-3 only: OpenVINO GenAI drafts a tree of guesses instead of a chain.
+                with gr.Row(visible=default.default_method == "eagle3") as tree_row:
+                    branching = gr.Slider(0, MAX_TREE, value=0, step=1, elem_id="branching-factor",
+                                          label="Tree drafting: branching factor (0: a chain of guesses)")
+                    depth = gr.Slider(0, MAX_TREE, value=0, step=1, elem_id="tree-depth",
+                                      label="Tree depth (at most the assistant tokens; 0: a chain)")
                 device_note = gr.Markdown("", elem_id="device-note")
 
             components = {
@@ -132,7 +138,7 @@ def build_demo(arena: Backend, bench_enabled: bool = True, booth: Optional[Booth
                 **after_race.components,
             }
             inputs = [prompt, preset, main_device, draft_device, method, assistant_tokens, use_threshold,
-                      threshold, max_new_tokens, sampling, temperature, top_p, exact, mode]
+                      threshold, max_new_tokens, sampling, temperature, top_p, exact, mode, branching, depth]
 
             # A session's latest race owns its page: Run (trigger_mode "multiple") is never
             # ignored while the previous race still rebuilds its step view; that step view stops.
@@ -186,6 +192,8 @@ def build_demo(arena: Backend, bench_enabled: bool = True, booth: Optional[Booth
                         gr.Slider(value=arena.default_assistant_tokens(p.name)), gr.Radio(value=method_label(p)))
 
             preset.change(on_preset, preset, [examples, assistant_tokens, method], api_visibility="private", queue=False)
+            method.change(lambda m: gr.Row(visible=METHODS.get(m) == "eagle3"), method, tree_row,
+                          api_visibility="private", queue=False)
 
             def on_devices(main, draft, chosen_method):
                 # An NPU in the pair selects OpenVINO GenAI's stateful backend: no threshold, no prompt lookup.
