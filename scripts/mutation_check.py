@@ -97,6 +97,14 @@ class Mutation:
 
 MUTATIONS = [
     Mutation(
+        "bench: --tree checked against a chain",
+        "the bench's K list is checked without the tree, so a K shallower than the tree starts loading models",
+        "demo/bench/measure.py",
+        "        b, d = tree if tree is not None and method == \"eagle3\" else (None, None)",
+        "        b, d = (None, None)",
+        ("tests/test_eagle3.py::test_the_bench_measures_an_eagle3_tree_and_refuses_one_without_a_head",),
+    ),
+    Mutation(
         "race tab: the tree sliders are ignored",
         "the page's branching factor and depth never reach OpenVINO: an EAGLE-3 tree races as a chain",
         "demo/web/race_tab.py",

@@ -271,6 +271,27 @@ def test_the_bench_measures_a_heads_preset_with_the_eagle3_method(eagle3_pair, t
     assert result.aggregates[0].overall.tokens_per_step.median > 1.0  # the head's guesses were taken
 
 
+def test_the_bench_measures_an_eagle3_tree_and_refuses_one_without_a_head(eagle3_pair, tmp_path):
+    from demo.bench import measure
+    from demo.bench.plan import parse_tree
+    from demo.bench.report import format_table
+
+    result = measure.run_bench("fixture-eagle3", modes=["fair"], assistant_tokens=[4], repeat=1, tree=parse_tree("2,2"),
+                               prompt_classes=["code"], limit_prompts=1, max_new_tokens=16,
+                               arena=fixture_arena(eagle3_pair, tmp_path))
+    assert not result.errors and result.settings["tree"] == {"branching_factor": 2, "tree_depth": 2}
+    assert result.samples[0].method == "eagle3" and result.aggregates[0].overall.tokens_per_step.median > 1.0
+    assert "EAGLE-3 tree: branching factor 2, depth 2" in format_table(result)
+    with pytest.raises(DemoError, match=r"Tree drafting \(--tree\) needs an EAGLE-3 head"):
+        measure.run_bench("smollm2-self-draft", tree=(2, 2), cache_dir=tmp_path / "other")
+    with pytest.raises(DemoError, match="at least 3, one guess per layer"):
+        measure.run_bench("fixture-eagle3", modes=["fair"], assistant_tokens=[2], tree=(2, 3), repeat=1,
+                          prompt_classes=["code"], limit_prompts=1, max_new_tokens=8,
+                          arena=fixture_arena(eagle3_pair, tmp_path))
+    with pytest.raises(DemoError, match="two whole numbers"):
+        parse_tree("2")
+
+
 def test_the_three_way_race_runs_a_heads_preset_with_eagle3_in_the_draft_lane(eagle3_pair, tmp_path):
     from demo.core.streaming import DoneEvent
     from demo.engine import three_way

@@ -83,6 +83,8 @@ def test_shipped_models_yaml_has_the_required_presets():
     assert isinstance(eagle.main, ExportSource) and eagle.main == classic.main and eagle.main.repo == "Qwen/Qwen3-1.7B"
     assert eagle.draft.repo == "AngelSlim/Qwen3-1.7B_eagle3" and not eagle.draft.trust_remote_code
     assert eagle.main.parameters > classic.draft.parameters > eagle.draft.parameters > 100_000_000
+    # each hub source pinned to a full commit, so a prepare fetches the weights the preset describes
+    assert all(re.fullmatch(r"[0-9a-f]{40}", s.revision or "") for s in (eagle.main, eagle.draft, classic.draft))
 
     smol = presets.get("smollm2-self-draft")
     assert smol.fixture and smol.main == smol.draft

@@ -27,7 +27,7 @@ from typing import Optional
 from ..core.bench_prompts import CLASSES
 from ..core.errors import DemoError, run_command
 from .measure import run_bench
-from .plan import MODES, parse_formats, parse_ints
+from .plan import MODES, parse_formats, parse_ints, parse_tree
 from .plot import write_plot
 from .report import format_table, write_json
 
@@ -52,6 +52,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="fair (each pipeline alone, all cores; `sequential` is an alias) or race (both at once); default both")
     ap.add_argument("--assistant-tokens", metavar="K[,K…]",
                     help="assistant tokens to sweep, e.g. 1,3,5,8 (default: the preset's)")
+    ap.add_argument("--tree", metavar="B,D", help="EAGLE-3 tree drafting: branching factor and depth, e.g. 2,3 "
+                    "(K at least the depth); a chain of K guesses without it")
     ap.add_argument("--prompt-lookup", action="store_true",
                     help="also measure prompt lookup (no draft) with the same assistant tokens")
     ap.add_argument("--repeat", type=int, default=3, help="timed runs per prompt and configuration (default 3)")
@@ -120,6 +122,7 @@ def _run(args) -> int:
             progress=progress,
             race_thread_count=args.race_threads,
             formats=formats,
+            tree=parse_tree(args.tree),
         )
     finally:
         if bar is not None:

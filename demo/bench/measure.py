@@ -54,10 +54,12 @@ def run_bench(
     stop: Optional[threading.Event] = None,
     race_thread_count: Optional[int] = None,
     formats: Optional[Sequence[tuple]] = None,
+    tree: Optional[tuple[int, int]] = None,
 ) -> BenchResult:
     """Measure and return the result (BenchResult; report.write_json writes it).
 
-    `assistant_tokens` defaults to the preset's K; `prompts` overrides the built-in set
+    `assistant_tokens` defaults to the preset's K; `tree` (branching factor, depth) makes an
+    EAGLE-3 head draft a tree at every K; `prompts` overrides the built-in set
     (then `prompt_classes` and `limit_prompts` are ignored); `arena` reuses an engine
     (and its loaded pipelines), else one is made from `models` and `cache_dir` that keeps
     only one pipeline pair loaded at a time. Setting `stop`, or Ctrl-C, ends the
@@ -76,10 +78,20 @@ def run_bench(
         arena = _make_arena(models, cache_dir)
     preset_obj = arena.presets.get(preset)
     ks = list(dict.fromkeys(assistant_tokens or [arena.default_assistant_tokens(preset_obj.name)]))
-    for k in ks:
-        GenerationSettings(max_new_tokens=max_new_tokens, assistant_tokens=k).validated()
     # a draft model's or a head's method (Preset.default_method), then prompt lookup if asked
     methods = ([preset_obj.default_method] if preset_obj.draft is not None else []) + (["prompt_lookup"] if prompt_lookup else [])
+    if tree is not None and "eagle3" not in methods:
+        raise DemoError(f"Tree drafting (--tree) needs an EAGLE-3 head, and the draft of {preset_obj.name!r} is not one; "
+                        "choose a preset whose draft is a head, or leave --tree out.")
+
+    def settings_for(method: str, k: int) -> GenerationSettings:
+        b, d = tree if tree is not None and method == "eagle3" else (None, None)
+        return GenerationSettings(max_new_tokens=max_new_tokens, method=method, assistant_tokens=k,
+                                  branching_factor=b, tree_depth=d).validated()
+
+    for k in ks:  # every K checked before anything loads (with a tree: at least its depth, at most its guesses)
+        for method in methods:
+            settings_for(method, k)
     if not methods:
         raise DemoError(f"Preset {preset_obj.name!r} has no draft model; add --prompt-lookup to measure prompt lookup.")
     format_pairs = list(dict.fromkeys(formats or [(None, None)]))
@@ -111,6 +123,7 @@ def run_bench(
             "prompt_classes": list(dict.fromkeys(p.cls for p in chosen)),
             "limit_prompts": limit_prompts,
             "exact": exact,
+            "tree": None if tree is None else {"branching_factor": tree[0], "tree_depth": tree[1]},
             "greedy": True,
             "max_ngram_size": GenerationSettings().max_ngram_size,
             "race_threads_per_pipeline": race_thread_count if race_thread_count is not None else race_threads(),
@@ -165,8 +178,7 @@ def run_bench(
                     loaded_rss = rss_bytes()  # the process with this pair loaded (and nothing else)
                     for k in ks:
                         config = Config(mode, method, k, weights)
-                        settings = GenerationSettings(max_new_tokens=max_new_tokens, method=method,
-                                                      assistant_tokens=k).validated()
+                        settings = settings_for(method, k)
                         result["configs"].append({
                             **config.as_dict(),
                             "rss_loaded_bytes": loaded_rss,

@@ -74,3 +74,13 @@ def parse_ints(text: Optional[str]) -> Optional[list[int]]:
     if not values:
         raise DemoError("Give at least one number of assistant tokens, e.g. 1,3,5,8.")
     return values
+
+
+def parse_tree(text: Optional[str]) -> Optional[tuple[int, int]]:
+    """'2,3' -> (2, 3): an EAGLE-3 tree's branching factor and depth (None: a chain)."""
+    if text is None:
+        return None
+    parts = [x.strip() for x in text.split(",")]
+    if len(parts) != 2 or not all(p.isdigit() for p in parts):
+        raise DemoError(f"--tree is a branching factor and a depth, two whole numbers, e.g. 2,3 (got {text!r}).")
+    return int(parts[0]), int(parts[1])

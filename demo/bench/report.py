@@ -114,7 +114,9 @@ def format_table(result: BenchResult) -> str:
     m, v, settings = result.machine, result.versions, result.settings
     out = [
         f"preset {result.preset['name']}; {settings['max_new_tokens']} new tokens, "
-        f"{settings['repeat']} repeat(s), greedy{', exact (f32)' if settings['exact'] else ''}",
+        f"{settings['repeat']} repeat(s), greedy{', exact (f32)' if settings['exact'] else ''}"
+        + (f"; EAGLE-3 tree: branching factor {tree['branching_factor']}, depth {tree['tree_depth']}"
+           if (tree := settings.get("tree")) else ""),
         f"{m['cpu_model']}, {m['cores']} cores ({' '.join(m['isa_flags']) or 'no ISA flags found'}); "
         f"openvino {v.get('openvino')}, openvino_genai {v.get('openvino_genai')}",
         line(header),
