@@ -489,6 +489,19 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic"
 
 
 @pytest.mark.browser
+def test_the_tree_sliders_show_for_an_eagle3_head_and_are_cleared_when_hidden(running_app):
+    """A tree set for an EAGLE-3 head must not stay behind hidden sliders once the method
+    changes: the next race would be refused with no slider in sight to clear."""
+    import gradio as gr
+
+    on_method = next(f.fn for f in running_app.fns.values() if getattr(f.fn, "__name__", None) == "on_method")
+    row, branching, depth = on_method("EAGLE-3 head")
+    assert row.visible is True and branching == depth == gr.skip()  # kept as they are
+    for other in ("draft model", "prompt lookup"):
+        row, branching, depth = on_method(other)
+        assert row.visible is False and branching.value == 0 and depth.value == 0
+
+
 def test_the_page_shows_the_sentence_and_renders_emoji(running_app):
     """What a visitor sees: the refusal as a toast with our sentence, then an emoji prompt that
     runs (the page sends its raw values, which the server now checks itself) and shows whole

@@ -192,8 +192,12 @@ def build_demo(arena: Backend, bench_enabled: bool = True, booth: Optional[Booth
                         gr.Slider(value=arena.default_assistant_tokens(p.name)), gr.Radio(value=method_label(p)))
 
             preset.change(on_preset, preset, [examples, assistant_tokens, method], api_visibility="private", queue=False)
-            method.change(lambda m: gr.Row(visible=METHODS.get(m) == "eagle3"), method, tree_row,
-                          api_visibility="private", queue=False)
+            def on_method(chosen):
+                # Hidden sliders must not hold a tree: it would refuse the next race with no slider in sight.
+                eagle3 = METHODS.get(chosen) == "eagle3"
+                return gr.Row(visible=eagle3), *([gr.skip()] * 2 if eagle3 else [gr.Slider(value=0)] * 2)
+
+            method.change(on_method, method, [tree_row, branching, depth], api_visibility="private", queue=False)
 
             def on_devices(main, draft, chosen_method):
                 # An NPU in the pair selects OpenVINO GenAI's stateful backend: no threshold, no prompt lookup.
