@@ -34,6 +34,3 @@ def measure_plain(args, send):
     # The real stage times each format's pipeline in rounds; here 3 rounds of exactly 1/step.
     return {"rates": {f: [1 / MAIN_STEP_S[f]] * 3 for f in args["folders"]}, "interleaved": True}
 
-
-def measure_quality(args, send):
-    return {f: 1.0 for f in args["folders"]}  # every format agrees with the original weights

@@ -49,7 +49,6 @@ def _with_crashes(stage):
 
 measure_draft = _with_crashes(calibration_stages.measure_draft)
 measure_main = _with_crashes(calibration_stages.measure_main)
-measure_quality = _with_crashes(calibration_stages.measure_quality)
 measure_plain = calibration_stages.measure_plain  # real pipelines; a recorded crash is left out by the stage
 
 

@@ -215,13 +215,13 @@ def test_calibration_skips_a_crashing_format_and_resumes_after_an_interruption(o
         calibration.calibrate(preset, store, slot=slot, **kw)
     assert log.read_text().splitlines() == [f"{int4.name}|{race_threads()}"]
     saved = json.loads(calibration_store.stages_path(store, preset.name, calibration_store.fingerprint(preset, store)).read_text())
-    # The main alone is timed (and the formats' quality read) before any speculative pipeline.
-    assert set(saved["stages"]) == {"draft:gguf", "main:gguf", "main:int4_sym", "quality", "plain:fair", "plain:race"}
+    # The main alone is timed before any speculative pipeline.
+    assert set(saved["stages"]) == {"draft:gguf", "main:gguf", "main:int4_sym", "plain:fair", "plain:race"}
 
     messages = []
     result = calibration.calibrate(preset, store, report=messages.append, **kw)
     reused = [m for m in messages if m.endswith("measured before this restart, reused")]
-    assert len(reused) == 6, messages
+    assert len(reused) == 5, messages
     assert len(log.read_text().splitlines()) == 1, "a recorded crash was tried again"
     assert {c.main_format for c in result.candidates} == {"gguf"}
     assert "int4_sym" not in result.plain["race"].rates  # its race threads crash: never timed alone either

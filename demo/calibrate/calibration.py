@@ -46,7 +46,7 @@ from ..models.calibration_store import CALIBRATION_VERSION, cache_path, fingerpr
 from ..models.sources import has_formats
 from .cost_model import median as cost_model_median
 from .cost_model import PLAIN_MARGIN, overhead_ks, pick_among_fastest, plain_choice, plain_contenders, predict
-from .measure import DRAFT_REPEATS, PREFIX_TOKENS, REPEATS, others_busy, sparse_points
+from .measure import DRAFT_REPEATS, PREFIX_TOKENS, REPEATS, agreement, others_busy, sparse_points
 from ..core.files import write_atomic
 
 DEFAULT_K_MAX = 8
@@ -61,7 +61,7 @@ DEFAULT_PROMPTS_PER_CLASS = 2
 DEFAULT_NEW_TOKENS = 128
 BUSY_SHARE = 0.2  # other processes' share of the cores above which a calibration warns
 # The weights as shipped: every other format is re-quantized from them, and its quality is
-# read against them (top-1 agreement along the same answers, measure.top1_agreement).
+# read against them (top-1 agreement along the same answers, measure.agreement).
 REFERENCE_FORMAT = "gguf"
 # A main format whose greedy choices agree with the original weights' on fewer tokens than
 # this is never chosen: a faster answer that is a worse answer is no gain.
@@ -214,14 +214,14 @@ def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMA
             report(f"draft model {fmt} cannot run here with OpenVINO's default threads: not a candidate")
     if not drafts:
         raise DemoError(f"No draft format of {preset.name!r} runs on this CPU; run python -m demo.doctor to see why.")
-    mains, runs, answered_by, answers = {}, {}, None, {}
+    mains, runs, answered_by, answers, reads = {}, {}, None, {}, {}
     for fmt in main_formats:
         check_stop()
         answer = plan.acceptance_per_main or answered_by is None
         measured = stages.run(f"main:{fmt}", "measure_main", {
             "folder": str(folders[("main", fmt)]), "format": fmt, "threads": threads, "k_max": k_max,
             "texts": texts, "max_new_tokens": max_new_tokens, "sparse_fair": plan.sparse_fair,
-            "repeats": plan.repeats, "answer": answer,
+            "repeats": plan.repeats, "answer": answer, "read_along": answers.get(answered_by),
             "drafts": {df: str(folders[("draft", df)]) for df in drafts},
             "prior": {"mains": mains, "drafts": drafts, "runs": {f"{mf}/{df}": r for (mf, df), r in runs.items()}},
         }, what=f"measuring the main model ({fmt})")
@@ -233,21 +233,19 @@ def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMA
             answered_by = answered_by or fmt
         if "answers" in measured:
             answers[fmt] = measured["answers"]
-        mains[fmt] = {k: v for k, v in measured.items() if k not in ("runs", "answers")}
+        if "reads" in measured:
+            reads[fmt] = measured["reads"]
+        mains[fmt] = {k: v for k, v in measured.items() if k not in ("runs", "answers", "reads")}
     check_stop()
 
-    # Each format's quality against the original weights, along the same greedy answers.
+    # Each format's quality against the original weights: their greedy choices along the
+    # same answers (each main stage read them while its model was loaded).
     quality, too_far = {}, []
-    reference = folders.get(("main", REFERENCE_FORMAT))
-    others = {f: str(folders[("main", f)]) for f in mains if f != REFERENCE_FORMAT}
-    if reference is not None and answered_by in answers and others:
-        quality = stages.run("quality", "measure_quality", {
-            "reference": str(reference), "folders": others, "texts": texts, "answers": answers[answered_by]},
-            what="checking each weight format against the original GGUF")
-        quality[REFERENCE_FORMAT] = 1.0
-        for f, share in quality.items():
-            if share < MIN_AGREEMENT:
-                too_far.append(f"main {f} agrees with the original GGUF's greedy choice on {share:.0%} of tokens, "
+    if REFERENCE_FORMAT in reads:
+        for f in reads:
+            quality[f] = agreement(reads[f], reads[REFERENCE_FORMAT])
+            if quality[f] < MIN_AGREEMENT:
+                too_far.append(f"main {f} agrees with the original GGUF's greedy choice on {quality[f]:.0%} of tokens, "
                                f"below {MIN_AGREEMENT:.0%}: not a candidate")
                 report(too_far[-1])
     usable_mains = {f: m for f, m in mains.items() if quality.get(f, 1.0) >= MIN_AGREEMENT}
@@ -338,7 +336,10 @@ def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMA
                                    or plan.overhead_new_tokens or max_new_tokens), "threads": n, "ks": list(ks),
                 "predicted_step_s": {str(k): predict(m["verify_s"][mode], d["step_s"][mode], runs[pair], k)["step_s"]
                                      for k in ks},
-                "one_token_s": m["verify_s"][mode][0]}, what=f"timing a real speculative pipeline ({mode} threads)")
+                "one_token_s": m["verify_s"][mode][0],
+                # Its main alone was just timed (the same baseline pipeline): not loaded again.
+                "baseline_step_s": 1 / cost_model_median(alone) if (alone := plain[mode]["rates"].get(pair[0])) else None},
+                what=f"timing a real speculative pipeline ({mode} threads)")
 
         first = max(fitting(candidates_for(mode, lambda pair: None)), key=lambda c: c["speculative_tok_s"])
         choice[mode], pool, timed = choose_timed(

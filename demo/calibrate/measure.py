@@ -153,7 +153,8 @@ def draft_guesses(model: StatefulModel, prompt_ids: Sequence[int], answer: Seque
 
 def pipeline_overhead(pair: tuple, folders: dict, prompts: Sequence[str], max_new_tokens: int,
                       threads: Optional[int], ks: Sequence[int], predicted_step_s: Callable[[int], float],
-                      one_token_s: float, stop: Optional[threading.Event] = None) -> dict:
+                      one_token_s: float, stop: Optional[threading.Event] = None,
+                      baseline_step_s: Optional[float] = None) -> dict:
     """What a real speculative pipeline adds to each step beyond the model's K draft
     steps and one verify step, as a + b·K seconds; and what a real baseline pipeline adds
     to each token beyond the main model's one-token step `one_token_s`.
@@ -165,7 +166,10 @@ def pipeline_overhead(pair: tuple, folders: dict, prompts: Sequence[str], max_ne
     largest K gives a (per step: scheduling, sampling, the verify's bookkeeping) and b (per
     guess: the draft's own scheduler step) for the K not timed.
 
-    The raw model leaves all that out, and a fixed cost per step weighs most on small K."""
+    The raw model leaves all that out, and a fixed cost per step weighs most on small K.
+    `baseline_step_s`, when the same baseline pipeline was just timed alone (plain_rates),
+    is used as its step instead of loading it again (a load costs a main model's first
+    inference, 5–9 s on a 2-core Zen 4)."""
     import gc
 
     from ..core.settings import GenerationSettings, PipelineOptions
@@ -197,8 +201,8 @@ def pipeline_overhead(pair: tuple, folders: dict, prompts: Sequence[str], max_ne
                 break
         return {k: seconds[k] / steps[k] for k in k_values}
 
-    measured = {}
-    for side in (BASELINE, SPECULATIVE):  # one pipeline in memory at a time
+    measured = {} if baseline_step_s is None else {(BASELINE, ks[0]): baseline_step_s}
+    for side in (BASELINE, SPECULATIVE) if baseline_step_s is None else (SPECULATIVE,):  # one at a time
         runner = build_side(key, side, lambda m: None, warmup=False)
         try:
             # A real prompt's first run compiles kernels for new shapes: untimed.
@@ -324,16 +328,15 @@ def plain_rates(folders: dict, prompts: Sequence[str], max_new_tokens: int, thre
     return out
 
 
-def top1_agreement(reference: StatefulModel, other: StatefulModel, prompts_ids: Sequence[Sequence[int]],
-                   answers: Sequence[Sequence[int]]) -> float:
-    """Share of answer positions where two models' greedy choices agree, both reading the
-    same text (teacher forcing): a weight format's quality against the original weights,
-    independent of where a greedy answer first drifts."""
-    same = total = 0
-    for p, a in zip(prompts_ids, answers):
-        if len(a) < 2:
-            continue
-        ref, oth = draft_guesses(reference, p, a), draft_guesses(other, p, a)
-        same += sum(x == y for x, y in zip(ref, oth))
-        total += len(ref)
-    return same / total if total else 1.0
+def reads_along(model: StatefulModel, prompts_ids: Sequence[Sequence[int]],
+                answers: Sequence[Sequence[int]]) -> list[list[int]]:
+    """The model's greedy choice at every position of `answers`, reading each answer as
+    written (teacher forcing): two formats' reads of the same answers compare their quality
+    independently of where one of their own greedy answers would first drift."""
+    return [draft_guesses(model, p, a) if len(a) >= 2 else [] for p, a in zip(prompts_ids, answers)]
+
+
+def agreement(reads: Sequence[Sequence[int]], reference: Sequence[Sequence[int]]) -> float:
+    """Share of positions where two reads_along of the same answers agree (1.0 when empty)."""
+    pairs = [(x, y) for r, q in zip(reads, reference) for x, y in zip(r, q)]
+    return sum(x == y for x, y in pairs) / len(pairs) if pairs else 1.0

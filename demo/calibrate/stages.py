@@ -58,13 +58,15 @@ def measure_draft(args: dict, send) -> dict:
 
 def measure_main(args: dict, send) -> dict:
     """One main format: its verify-cost curve per mode, its greedy answers to the prompts,
-    and how far each draft format guesses along them (agreement runs)."""
+    how far each draft format guesses along them (agreement runs), and its own greedy
+    choice at every position of the first answers measured (`reads`: its quality is the
+    share where they agree with the original weights', read while it is loaded anyway)."""
     fmt, folder, k_max = args["format"], Path(args["folder"]), args["k_max"]
     ms = list(range(1, k_max + 2))
     prior = args["prior"]
     prior_runs = {tuple(k.split("/")): v for k, v in prior["runs"].items()}
     ids, eos = measure.prompt_ids(folder, args["texts"])
-    curves, memory, decode, runs, ends_only = {}, 0, [], {}, None
+    curves, memory, decode, runs, ends_only, reads, answers = {}, 0, [], {}, None, None, None
     for mode, threads in args["threads"].items():
         config = NativeConfig(str(folder), "main", threads)
         if config.key in args["unusable"]:
@@ -75,6 +77,8 @@ def measure_main(args: dict, send) -> dict:
         announce(send, config)
         model = measure.StatefulModel(folder, threads)
         try:
+            if mode == "fair" and args.get("read_along"):  # another format's answers, before any skip
+                reads = measure.reads_along(model, ids, args["read_along"])
             repeats, known = args.get("repeats", measure.REPEATS), {}
             if mode == "fair" and prior["mains"]:
                 # Both ends first: a format that cannot win even on an optimistic line
@@ -102,6 +106,8 @@ def measure_main(args: dict, send) -> dict:
                     answer, seconds = measure.greedy_answer(model, p, args["max_new_tokens"], eos)
                     answers.append(answer)
                     decode += seconds
+                if reads is None:  # the first answers: read along its own
+                    reads = measure.reads_along(model, ids, answers)
                 curves[mode] = recheck(model, curves[mode], decode, ms, repeats, args.get("sparse_fair", False), fmt,
                                        send)
                 for df, draft_folder in args["drafts"].items():
@@ -123,8 +129,9 @@ def measure_main(args: dict, send) -> dict:
             # Median time of one real decoding step (growing past): a check on verify_s[0].
             "decode_step_s": sorted(decode)[len(decode) // 2] if decode else None,
             "runs": runs, **({"fair_measured_at": ends_only} if ends_only else {}),
-            # The greedy answers themselves: a weight format's quality is read along them (measure_quality).
-            **({"answers": answers} if runs and args.get("answer", True) else {})}
+            **({"reads": reads} if reads is not None else {}),
+            # The greedy answers themselves: a weight format's quality is read along them (reads).
+            **({"answers": answers} if answers is not None else {})}
 
 
 def recheck(model, curve: list, decode_s: list, ms: list, repeats: int, sparse: bool, fmt: str, send) -> list:
@@ -146,7 +153,8 @@ def measure_overhead(args: dict, send) -> dict:
         announce(send, NativeConfig(folder, role, args["threads"]))
     predicted = {int(k): v for k, v in args["predicted_step_s"].items()}
     return measure.pipeline_overhead(tuple(args["pair"]), folders, args["texts"], args["max_new_tokens"],
-                                     args["threads"], args["ks"], lambda k: predicted[k], args["one_token_s"])
+                                     args["threads"], args["ks"], lambda k: predicted[k], args["one_token_s"],
+                                     baseline_step_s=args.get("baseline_step_s"))
 
 
 def measure_plain(args: dict, send) -> dict:
@@ -167,27 +175,6 @@ def measure_plain(args: dict, send) -> dict:
     return measure.plain_rates(folders, args["texts"], args["max_new_tokens"], threads, args["rounds"], send,
                                before_load=lambda fmt: announce(send, NativeConfig(folders[fmt], "main", threads)),
                                reference=reference)
-
-
-def measure_quality(args: dict, send) -> dict:
-    """Each main format's top-1 agreement with the reference (the original GGUF's weights),
-    both reading the same greedy answers (measure.top1_agreement); {format: share}."""
-    ids, _ = measure.prompt_ids(Path(args["reference"]), args["texts"])
-    announce(send, NativeConfig(args["reference"], "main", None))
-    reference = measure.StatefulModel(Path(args["reference"]), None)
-    out = {}
-    try:
-        for fmt, folder in args["folders"].items():
-            send(f"checking the main model's {fmt} weights against the original GGUF's")
-            announce(send, NativeConfig(folder, "main", None))
-            other = measure.StatefulModel(Path(folder), None)
-            try:
-                out[fmt] = measure.top1_agreement(reference, other, ids, args["answers"])
-            finally:
-                other.close()
-    finally:
-        reference.close()
-    return out
 
 
 # -- the parent's side -----------------------------------------------------------------
