@@ -10,8 +10,9 @@ MAIN_STEP_S = {"gguf": 0.050, "int4_sym": 0.025}
 DRAFT_STEP_S = 0.005
 
 
-def measure_draft(args, send):
-    return {"step_s": {mode: DRAFT_STEP_S for mode in args["threads"]}, "memory_bytes": 1 << 20}
+def measure_drafts(args, send):
+    return {fmt: {"step_s": {mode: DRAFT_STEP_S for mode in args["threads"]}, "memory_bytes": 1 << 20}
+            for fmt in args["folders"]}
 
 
 def measure_main(args, send):

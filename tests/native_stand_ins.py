@@ -47,7 +47,7 @@ def _with_crashes(stage):
     return run
 
 
-measure_draft = _with_crashes(calibration_stages.measure_draft)
+measure_drafts = _with_crashes(calibration_stages.measure_drafts)
 measure_main = _with_crashes(calibration_stages.measure_main)
 measure_plain = calibration_stages.measure_plain  # real pipelines; a recorded crash is left out by the stage
 

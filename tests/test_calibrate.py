@@ -724,3 +724,30 @@ def test_a_pair_used_as_shipped_is_not_calibrated_and_says_what_to_run_instead(p
                                 f"as shipped; measure its K with python -m demo.bench --preset {name} "
                                 "--assistant-tokens 2,3,4,5.")
     assert needs_calibration(arena, presets.get("qwen2.5-coder-embedded"))  # a GGUF pair, nothing measured here
+
+
+def test_draft_steps_are_measured_in_turn_and_a_slow_moment_hits_every_format():
+    """interleaved_step_costs against models whose step takes a known time: each model's
+    cost is its own step, the formats alternate block by block (the order rotating), and a
+    burst of slowness over a few blocks moves no model's median."""
+    import time as clock
+
+    calls = []
+
+    class Timed:
+        def __init__(self, name, seconds):
+            self.name, self.seconds, self.request = name, seconds, self
+
+        def reset_state(self):
+            pass
+
+        def feed(self, ids, past):
+            calls.append(self.name)
+            slow = 8 <= len(calls) <= 20  # a burst of other work: a few blocks of each model
+            clock.sleep(self.seconds * (3 if slow else 1))
+
+    blocks = []
+    costs = measure.interleaved_step_costs({"a": Timed("a", 0.002), "b": Timed("b", 0.006)}, rounds=7, block=2,
+                                           before=blocks.append)
+    assert costs["a"] == pytest.approx(0.002, abs=0.0015) and costs["b"] == pytest.approx(0.006, abs=0.0015)
+    assert blocks[2:] == ["a", "b", "b", "a", "a", "b", "b", "a", "a", "b", "b", "a", "a", "b"]  # after the prefixes

@@ -216,7 +216,7 @@ def test_calibration_skips_a_crashing_format_and_resumes_after_an_interruption(o
     assert log.read_text().splitlines() == [f"{int4.name}|{race_threads()}"]
     saved = json.loads(calibration_store.stages_path(store, preset.name, calibration_store.fingerprint(preset, store)).read_text())
     # The main alone is timed before any speculative pipeline.
-    assert set(saved["stages"]) == {"draft:gguf", "main:gguf", "main:int4_sym", "plain:fair", "plain:race"}
+    assert set(saved["stages"]) == {"drafts", "main:gguf", "main:int4_sym", "plain:fair", "plain:race"}
 
     messages = []
     result = calibration.calibrate(preset, store, report=messages.append, **kw)

@@ -203,11 +203,12 @@ def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMA
         report(f"resuming calibration: {stages.resumed} stages were measured before a restart")
 
     drafts = {}
+    measured_drafts = stages.run("drafts", "measure_drafts",
+                                 {"folders": {fmt: str(folders[("draft", fmt)]) for fmt in draft_formats},
+                                  "threads": threads, "repeats": plan.draft_repeats},
+                                 what="measuring the draft models")
     for fmt in draft_formats:
-        measured = stages.run(f"draft:{fmt}", "measure_draft",
-                              {"folder": str(folders[("draft", fmt)]), "format": fmt, "threads": threads,
-                               "repeats": plan.draft_repeats},
-                              what=f"measuring the draft model ({fmt})")
+        measured = measured_drafts[fmt]
         if "fair" in measured["step_s"]:  # the draft's fair model also guesses along the answers
             drafts[fmt] = measured
         else:

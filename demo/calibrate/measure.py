@@ -17,8 +17,10 @@ from .cost_model import fit_overhead
 
 PREFIX_TOKENS = 100
 REPEATS = 5
-# A draft step is short and each speculative step pays K of them, so its noise moves K (BENCHMARKS.md).
+# A draft step is short and each speculative step pays K of them, so its noise moves K (BENCHMARKS.md):
+# rounds of DRAFT_BLOCK steps each, the draft formats in turn (interleaved_step_costs).
 DRAFT_REPEATS = 20
+DRAFT_BLOCK = 4
 # A real pipeline's steps are timed for at least this long per K (production prompts take
 # longer than that in one round; the test fixture's short answers repeat).
 OVERHEAD_MIN_S = 2.0
@@ -82,6 +84,40 @@ def step_costs(model: StatefulModel, ms: Sequence[int], repeats: int = REPEATS) 
             if round_:
                 best[m] = min(best[m], elapsed)
     return [best[m] for m in ms]
+
+
+def interleaved_step_costs(models: dict, rounds: int, block: int = DRAFT_BLOCK,
+                           before: Callable[[str], None] = lambda name: None) -> dict:
+    """{name: seconds of one single-token step} for several compiled models, measured in
+    turn: each model is fed a prefix of PREFIX_TOKENS once; then every round runs a block of
+    `block` steps of each model (the order rotating), keeps the block's fastest step, and a
+    model's cost is the median of its rounds. Drift on a shared box lasts seconds, longer
+    than one model's steps: measured in turn, every model sees the same drift, and the
+    median over rounds does not rest on one lucky or unlucky moment. `before(name)` runs
+    before each block (the stage announces the configuration about to run)."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    prefix = rng.integers(100, 5000, size=(1, PREFIX_TOKENS))
+    token = rng.integers(100, 5000, size=(1, 1))
+    names, past, best = list(models), {}, {name: [] for name in models}
+    for name in names:
+        before(name)
+        models[name].request.reset_state()
+        models[name].feed(prefix, 0)
+        models[name].feed(token, PREFIX_TOKENS)  # the single-token shape's first run: untimed
+        past[name] = PREFIX_TOKENS + 1
+    for r in range(rounds):
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            before(name)
+            fastest = float("inf")
+            for _ in range(block):
+                t0 = time.perf_counter()
+                models[name].feed(token, past[name])
+                fastest = min(fastest, time.perf_counter() - t0)
+                past[name] += 1
+            best[name].append(fastest)
+    return {name: float(np.median(times)) for name, times in best.items()}
 
 
 def sparse_points(ms: Sequence[int]) -> list[int]:
