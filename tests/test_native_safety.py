@@ -19,7 +19,7 @@ from demo.core import isolation
 from demo.core.errors import DemoError
 from demo.core.quiet_log import QuietLog
 from demo.engine import arena as arena_module, request as request_module
-from demo.engine.safety import NativeConfig, NativeGuard, SafetyRecord
+from demo.engine.safety import CRASHES, NativeConfig, NativeGuard, SafetyRecord
 from demo.models import calibration_store
 
 from .conftest import SMOLLM2, _free_port
@@ -228,6 +228,37 @@ def test_calibration_skips_a_crashing_format_and_resumes_after_an_interruption(o
     assert result.choice["race"].main_format == result.choice["fair"].main_format == "gguf"
     assert any("int4_sym main with" in s and "SIGFPE" in s for s in result.skipped), result.skipped
     assert not calibration_store.stages_path(store, preset.name, calibration_store.fingerprint(preset, store)).exists()
+
+
+def test_a_draft_format_that_crashes_leaves_the_others_measured_in_turn(own_cache, presets, monkeypatch, tmp_path,
+                                                                         smollm2_ir):
+    """The draft formats share one stage (measured in turn): int4_sym as the draft with the
+    race's threads crashes (a real SIGFPE); the stage is recorded, runs again without that
+    configuration, and keeps every other measurement."""
+    from demo.core.settings import race_threads
+    from demo.models.sources import ModelStore
+
+    store = ModelStore(own_cache)
+    preset = presets.get(SMOLLM2)
+    int4 = store.ready_path(preset.draft, "int4_sym") or store.prepare(preset.draft, weight_format="int4_sym").path
+    log = tmp_path / "crashes.log"
+    monkeypatch.setenv("CRASH_ON", f"{int4.name}|{race_threads()}")
+    monkeypatch.setenv("CRASH_LOG", str(log))
+
+    def slot(what):
+        if what.startswith("measuring the main model"):
+            raise DemoError("interrupted by the test")
+        from contextlib import nullcontext
+        return nullcontext()
+
+    with pytest.raises(DemoError, match="interrupted by the test"):
+        calibration.calibrate(preset, store, slot=slot, main_formats=["gguf"], draft_formats=["gguf", "int4_sym"],
+                              k_max=2, max_new_tokens=16, prompts=[PROMPT], stages_module=STAND_INS)
+    assert log.read_text().splitlines() == [f"{int4.name}|{race_threads()}"]
+    saved = json.loads(calibration_store.stages_path(store, preset.name, calibration_store.fingerprint(preset, store)).read_text())
+    steps = {fmt: set(m["step_s"]) for fmt, m in saved["stages"]["drafts"].items()}
+    assert steps == {"gguf": {"fair", "race"}, "int4_sym": {"fair"}}
+    assert SafetyRecord(own_cache).get(NativeConfig(str(int4), "draft", race_threads()))["status"] == CRASHES
 
 
 # -- the terminal log -------------------------------------------------------------------
