@@ -63,6 +63,7 @@ BUSY_SHARE = 0.2  # other processes' share of the cores above which a calibratio
 # The weights as shipped: every other format is re-quantized from them, and its quality is
 # read against them (top-1 agreement along the same answers, measure.agreement).
 REFERENCE_FORMAT = "gguf"
+STAGES_VERSION = 2  # a restart resumes only stages of this shape (2: drafts in turn, quality in main stages)
 # A main format whose greedy choices agree with the original weights' on fewer tokens than
 # this is never chosen: a faster answer that is a worse answer is no gain.
 MIN_AGREEMENT = 0.90
@@ -196,19 +197,16 @@ def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMA
     fp = fingerprint(preset, store)
     identity = {"version": CALIBRATION_VERSION, "fingerprint": fp, "main": list(main_formats),
                 "draft": list(draft_formats), "k_max": k_max, "texts": texts, "new": max_new_tokens,
-                "module": stages_module, "plan": asdict(plan)}
+                "module": stages_module, "plan": asdict(plan), "stages": STAGES_VERSION}
     stages = StageRunner(stages_path(store, preset.name, fp), identity, SafetyRecord(store.cache_dir), report, stop,
                          **({"slot": slot} if slot is not None else {}), module=stages_module)
     if stages.resumed:
         report(f"resuming calibration: {stages.resumed} stages were measured before a restart")
 
-    drafts = {}
-    measured_drafts = stages.run("drafts", "measure_drafts",
-                                 {"folders": {fmt: str(folders[("draft", fmt)]) for fmt in draft_formats},
-                                  "threads": threads, "repeats": plan.draft_repeats},
-                                 what="measuring the draft models")
-    for fmt in draft_formats:
-        measured = measured_drafts[fmt]
+    drafts, measured_drafts = {}, stages.run("drafts", "measure_drafts", {
+        "folders": {fmt: str(folders[("draft", fmt)]) for fmt in draft_formats}, "threads": threads,
+        "repeats": plan.draft_repeats}, what="measuring the draft models")
+    for fmt, measured in measured_drafts.items():
         if "fair" in measured["step_s"]:  # the draft's fair model also guesses along the answers
             drafts[fmt] = measured
         else:
@@ -239,8 +237,7 @@ def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMA
         mains[fmt] = {k: v for k, v in measured.items() if k not in ("runs", "answers", "reads")}
     check_stop()
 
-    # Each format's quality against the original weights: their greedy choices along the
-    # same answers (each main stage read them while its model was loaded).
+    # Each format's quality: its greedy choices against the original weights' along the same answers.
     quality, too_far = {}, []
     if REFERENCE_FORMAT in reads:
         for f in reads:
@@ -337,8 +334,7 @@ def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMA
                                    or plan.overhead_new_tokens or max_new_tokens), "threads": n, "ks": list(ks),
                 "predicted_step_s": {str(k): predict(m["verify_s"][mode], d["step_s"][mode], runs[pair], k)["step_s"]
                                      for k in ks},
-                "one_token_s": m["verify_s"][mode][0],
-                # Its main alone was just timed (the same baseline pipeline): not loaded again.
+                "one_token_s": m["verify_s"][mode][0],  # and the same baseline pipeline, just timed alone:
                 "baseline_step_s": 1 / cost_model_median(alone) if (alone := plain[mode]["rates"].get(pair[0])) else None},
                 what=f"timing a real speculative pipeline ({mode} threads)")
 
