@@ -185,6 +185,27 @@ def test_the_page_says_what_was_skipped(own_cache, presets, crash_one_thread):
 
 # -- calibration ------------------------------------------------------------------------
 
+def crash_int4_with_race_threads(store, spec, monkeypatch, tmp_path) -> tuple[Path, Path]:
+    """CRASH_ON the spec's int4_sym folder with the race's threads: (that folder, the crash log)."""
+    from demo.core.settings import race_threads
+
+    int4 = store.ready_path(spec, "int4_sym") or store.prepare(spec, weight_format="int4_sym").path
+    log = tmp_path / "crashes.log"
+    monkeypatch.setenv("CRASH_ON", f"{int4.name}|{race_threads()}")
+    monkeypatch.setenv("CRASH_LOG", str(log))
+    return int4, log
+
+
+def interrupt_at(prefix: str):
+    """A calibration slot that stops the calibration at the first stage whose name starts so."""
+    def slot(what):
+        if what.startswith(prefix):
+            raise DemoError("interrupted by the test")
+        from contextlib import nullcontext
+        return nullcontext()
+    return slot
+
+
 def test_calibration_skips_a_crashing_format_and_resumes_after_an_interruption(own_cache, presets, monkeypatch,
                                                                                tmp_path, smollm2_ir):
     """int4_sym as the main with the race's threads crashes (a real SIGFPE in the stage's
@@ -195,24 +216,15 @@ def test_calibration_skips_a_crashing_format_and_resumes_after_an_interruption(o
 
     store = ModelStore(own_cache)
     preset = presets.get(SMOLLM2)
-    int4 = store.ready_path(preset.main, "int4_sym") or store.prepare(preset.main, weight_format="int4_sym").path
-    log = tmp_path / "crashes.log"
-    monkeypatch.setenv("CRASH_ON", f"{int4.name}|{race_threads()}")
-    monkeypatch.setenv("CRASH_LOG", str(log))
+    int4, log = crash_int4_with_race_threads(store, preset.main, monkeypatch, tmp_path)
     # About crashes and resuming, not pruning: int4_sym must reach its crashing race curve
     # however fast or slow this machine measures it.
     monkeypatch.setenv("NO_PRUNING", "1")
     kw = dict(main_formats=["gguf", "int4_sym"], draft_formats=["gguf"], k_max=2, max_new_tokens=16,
               prompts=[PROMPT], stages_module=STAND_INS)
 
-    def slot(what):
-        if what.startswith("timing a real speculative pipeline"):
-            raise DemoError("interrupted by the test")
-        from contextlib import nullcontext
-        return nullcontext()
-
     with pytest.raises(DemoError, match="interrupted by the test"):
-        calibration.calibrate(preset, store, slot=slot, **kw)
+        calibration.calibrate(preset, store, slot=interrupt_at("timing a real speculative pipeline"), **kw)
     assert log.read_text().splitlines() == [f"{int4.name}|{race_threads()}"]
     saved = json.loads(calibration_store.stages_path(store, preset.name, calibration_store.fingerprint(preset, store)).read_text())
     # The main alone is timed before any speculative pipeline.
@@ -240,25 +252,35 @@ def test_a_draft_format_that_crashes_leaves_the_others_measured_in_turn(own_cach
 
     store = ModelStore(own_cache)
     preset = presets.get(SMOLLM2)
-    int4 = store.ready_path(preset.draft, "int4_sym") or store.prepare(preset.draft, weight_format="int4_sym").path
-    log = tmp_path / "crashes.log"
-    monkeypatch.setenv("CRASH_ON", f"{int4.name}|{race_threads()}")
-    monkeypatch.setenv("CRASH_LOG", str(log))
-
-    def slot(what):
-        if what.startswith("measuring the main model"):
-            raise DemoError("interrupted by the test")
-        from contextlib import nullcontext
-        return nullcontext()
-
+    int4, log = crash_int4_with_race_threads(store, preset.draft, monkeypatch, tmp_path)
     with pytest.raises(DemoError, match="interrupted by the test"):
-        calibration.calibrate(preset, store, slot=slot, main_formats=["gguf"], draft_formats=["gguf", "int4_sym"],
+        calibration.calibrate(preset, store, slot=interrupt_at("measuring the main model"), main_formats=["gguf"],
+                              draft_formats=["gguf", "int4_sym"],
                               k_max=2, max_new_tokens=16, prompts=[PROMPT], stages_module=STAND_INS)
     assert log.read_text().splitlines() == [f"{int4.name}|{race_threads()}"]
     saved = json.loads(calibration_store.stages_path(store, preset.name, calibration_store.fingerprint(preset, store)).read_text())
     steps = {fmt: set(m["step_s"]) for fmt, m in saved["stages"]["drafts"].items()}
     assert steps == {"gguf": {"fair", "race"}, "int4_sym": {"fair"}}
     assert SafetyRecord(own_cache).get(NativeConfig(str(int4), "draft", race_threads()))["status"] == CRASHES
+
+
+def test_without_the_original_weights_running_calibration_says_quality_went_unread(own_cache, presets, monkeypatch,
+                                                                                    tmp_path, smollm2_ir):
+    """The GGUF main with OpenVINO's default threads crashes (a real SIGFPE): int4_sym's
+    quality cannot be read against it, and calibration says so instead of passing it silently."""
+    from demo.models.sources import ModelStore
+
+    store = ModelStore(own_cache)
+    preset = presets.get(SMOLLM2)
+    monkeypatch.setenv("CRASH_ON", f"{smollm2_ir.name}|default")
+    monkeypatch.setenv("CRASH_LOG", str(tmp_path / "crashes.log"))
+    monkeypatch.setenv("NO_PRUNING", "1")
+    messages = []
+    with pytest.raises(DemoError, match="interrupted by the test"):
+        calibration.calibrate(preset, store, slot=interrupt_at("timing the main model alone"), report=messages.append,
+                              main_formats=["gguf", "int4_sym"], draft_formats=["int4_sym"], k_max=2,
+                              max_new_tokens=16, prompts=[PROMPT], stages_module=STAND_INS)
+    assert "the original GGUF main did not run here: no format's quality was read against it" in messages, messages
 
 
 # -- the terminal log -------------------------------------------------------------------
