@@ -246,7 +246,7 @@ def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMA
                 too_far.append(f"main {f} agrees with the original GGUF's greedy choice on {quality[f]:.0%} of tokens, "
                                f"below {MIN_AGREEMENT:.0%}: not a candidate")
                 report(too_far[-1])
-    elif REFERENCE_FORMAT in main_formats and len(reads) > 0:
+    elif REFERENCE_FORMAT in main_formats and reads:
         report("the original GGUF main did not run here: no format's quality was read against it")
     usable_mains = {f: m for f, m in mains.items() if quality.get(f, 1.0) >= MIN_AGREEMENT}
 
