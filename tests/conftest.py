@@ -136,7 +136,7 @@ def engine_runs():
     runs: list = []
     real_run = OpenVINORunner.run
 
-    def run(self, prompt, settings, on_chunk, on_start=lambda t: None):
+    def run(self, prompt, settings, on_chunk, on_start=lambda t: None, stop=None):
         record = SimpleNamespace(side=self.side, prompt=prompt, settings=settings, runner=self,
                                  chunks=[], result=None, done=threading.Event())
         runs.append(record)

@@ -30,7 +30,7 @@ class FakeRunner:
         self.after_stop = 0         # of which while `watch` was already set
         self.finished = threading.Event()  # set when run() returns, however it ends
 
-    def run(self, prompt, settings, on_chunk, on_start=lambda t: None):
+    def run(self, prompt, settings, on_chunk, on_start=lambda t: None, stop=None):
         self.calls += 1
         try:
             return self._run(on_chunk, on_start)
@@ -75,7 +75,7 @@ class RecordingRunner:
     def __getattr__(self, name):  # tokenizer, template, ...: the real runner's
         return getattr(self.inner, name)
 
-    def run(self, prompt, settings, on_chunk, on_start=lambda t: None):
+    def run(self, prompt, settings, on_chunk, on_start=lambda t: None, stop=None):
         self.after_stop = []
 
         def counted(chunk):

@@ -190,7 +190,7 @@ class FakeRunner:
     def __init__(self, side: str):
         self.side = side
 
-    def run(self, prompt, settings, on_chunk, on_start=lambda t: None):
+    def run(self, prompt, settings, on_chunk, on_start=lambda t: None, stop=None):
         start = time.perf_counter()
         on_start(start)
         per_step = settings.assistant_tokens + 1 if self.side == SPECULATIVE else 1
@@ -213,7 +213,7 @@ class FakeRunner:
 
 
 class FailingRunner(FakeRunner):
-    def run(self, prompt, settings, on_chunk, on_start=lambda t: None):
+    def run(self, prompt, settings, on_chunk, on_start=lambda t: None, stop=None):
         start = time.perf_counter()
         on_start(start)
         return RunResult(self.side, start=start, end=start, error="RuntimeError: out of memory")

@@ -13,6 +13,7 @@ from demo.core.streaming import BASELINE, SIDES, SPECULATIVE, Chunk, ChunkEvent,
 from demo.engine import chat
 from demo.engine.arena import Arena, RaceRequest
 from demo.engine.openvino_runner import plain_transcript
+from demo.models.presets import load_presets
 
 from .conftest import SMOLLM2
 from .fakes import FakeRunner
@@ -38,7 +39,7 @@ class ChatRunner(FakeRunner):
     def check_prompt(self, prompt, settings):
         pass
 
-    def run(self, prompt, settings, on_chunk, on_start=lambda t: None):
+    def run(self, prompt, settings, on_chunk, on_start=lambda t: None, stop=None):
         self.prompts.append(prompt)
         self.first_token = 100 * (self.calls + 1) + (0 if self.side == BASELINE else 50)
         return super().run(prompt, settings, on_chunk, on_start)
@@ -201,7 +202,10 @@ class GenerateSpy:
 
 
 def test_a_two_turn_chat_sends_each_side_its_own_templated_conversation(session_store, smollm2_ir):
-    arena = Arena.create(cache_dir=session_store.cache_dir)
+    from demo.engine.pipelines import PipelineCache
+
+    # The pipelines in this process, where generate() can be watched (the arena's own run in children).
+    arena = Arena(load_presets(None), session_store, PipelineCache(max_pairs=1))
     settings = GenerationSettings(max_new_tokens=12, assistant_tokens=3)
     conv = chat.Conversation()
     list(chat.run(arena, request("Name a colour.", settings=settings), conv))

@@ -150,7 +150,7 @@ def test_start_event_comes_from_the_runner_not_from_the_thread_start():
     # A side's clock starts when its runner says generation began (e.g. after waiting for a
     # pipeline that a stopped run still holds), never when the worker thread started.
     class LateStart(FakeRunner):
-        def run(self, prompt, settings, on_chunk, on_start=lambda t: None):
+        def run(self, prompt, settings, on_chunk, on_start=lambda t: None, stop=None):
             time.sleep(0.05)  # waiting for the pipeline lock
             self.reported = time.perf_counter()
             return super().run(prompt, settings, on_chunk, lambda t: on_start(self.reported))

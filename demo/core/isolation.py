@@ -116,7 +116,7 @@ def _collect(child, read_fd: int, log, what: str, timeout_s, on_message, cancel,
                 continue
             # The pipe closed: the child is gone without an answer.
             code = child.wait()
-            raise NativeCrash(what, describe_exit(code) + _last_line(log))
+            raise NativeCrash(what, describe_exit(code) + last_line(log))
         if cancel is not None and cancel.is_set():
             _kill(child)
             raise DemoError("Stopped; nothing of this step was kept.")
@@ -138,7 +138,7 @@ def _kill(child) -> None:
     child.wait()
 
 
-def _last_line(log) -> str:
+def last_line(log) -> str:
     """The child's last line of output, when it says something (a Python fatal error, say)."""
     try:
         log.seek(0)

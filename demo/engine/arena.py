@@ -45,11 +45,15 @@ class Arena:
 
     def __init__(self, presets: PresetFile, store: ModelStore, cache=None, admission: Optional[Admission] = None,
                  allow_downloads: bool = False, guard: Optional[NativeGuard] = None):
+        from . import child_side
         from .pipelines import PipelineCache
 
         self.presets = presets
         self.store = store
-        self.cache = cache if cache is not None else PipelineCache()
+        # Visitors' pipelines run one side per child process, so a Stop ends a prefill too
+        # (child_side.py); a caller that passes its own cache (bench, calibration) keeps them here.
+        self.cache = cache if cache is not None else PipelineCache(side_builder=child_side.build_child_side,
+                                                                    pair_builder=child_side.build_pair)
         self.admission = admission or Admission()
         self.allow_downloads = allow_downloads
         # Proves each model × thread count in a child before this process compiles it.

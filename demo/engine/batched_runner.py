@@ -102,7 +102,7 @@ class BatchedRunner:
                    self.max_context, self.max_prompt, self.kv_tokens)
 
     def run(self, prompt: str, settings: GenerationSettings, on_chunk: Callable[[Chunk], bool],
-            on_start: Callable[[float], None] = lambda t: None) -> RunResult:
+            on_start: Callable[[float], None] = lambda t: None, stop: Optional[threading.Event] = None) -> RunResult:
         templated = template(self.tokenizer, prompt)
         check_fits(self.side, count_tokens(self.tokenizer, templated), settings, self.max_context, self.max_prompt,
                    self.kv_tokens)

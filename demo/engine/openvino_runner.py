@@ -172,7 +172,8 @@ class OpenVINORunner:
                    self.kv_tokens)
 
     def run(self, prompt: str, settings: GenerationSettings, on_chunk: OnChunk,
-            on_start: Callable[[float], None] = lambda t: None) -> RunResult:
+            on_start: Callable[[float], None] = lambda t: None, stop: Optional[threading.Event] = None) -> RunResult:
+        """`stop` is seen through on_chunk only: in this process a prefill runs to its first token."""
         detok = IncrementalDetokenizer(self.tokenizer.decode)
         templated = self.template(prompt)
         check_fits(self.side, self.count_tokens(templated), settings, self.max_context, self.max_prompt, self.kv_tokens)

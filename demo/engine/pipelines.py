@@ -68,11 +68,15 @@ class PipelineCache:
     """
 
     def __init__(self, budget: Optional[int] = None, max_pairs: Optional[int] = None,
-                 side_builder: Optional[Callable] = None, guard=None):
+                 side_builder: Optional[Callable] = None, guard=None, pair_builder: Optional[Callable] = None):
         from ..core import memory
 
         self.budget = memory.budget_bytes() if budget is None else budget
-        self._side_builder = side_builder or build_side  # (key, side, status) -> runner: one side alone
+        # (key, side, status) -> runner: one side alone; (key, status) -> {side: runner}: a pair.
+        # In this process by default; the arena's visitors get each side in a child
+        # (child_side.py), which the cache asks alive(), resident_bytes() and close().
+        self._side_builder = side_builder or build_side
+        self._pair_builder = pair_builder or build_pair
         self.max_pairs = max_pairs  # entries, whether pairs or single sides
         # A NativeGuard: nothing is compiled here that it has not proven on this CPU (None: the
         # caller proves; an Arena or a Serve replica sets its own).
@@ -165,11 +169,13 @@ class PipelineCache:
         with self._lock:
             if entry in self._pairs:
                 self._pairs.move_to_end(entry)
+                self._revive(key, self._pairs[entry], status)
                 return self._pairs[entry]
             if len(sides) == 1 and (key, SIDES) in self._pairs:
                 # One side of a loaded pair (a three-way lane after a fair run): the pair's own
                 # pipeline, not a second compile that would evict it and be evicted in turn.
                 self._pairs.move_to_end((key, SIDES))
+                self._revive(key, self._pairs[(key, SIDES)], status)
                 return {sides[0]: self._pairs[(key, SIDES)][sides[0]]}
             if self.guard is not None:  # every compile proven, whoever asks (race, fair, three-way, a replica)
                 self.guard.require(native_configs(key, sides), status)
@@ -183,18 +189,29 @@ class PipelineCache:
                                    or (self.max_pairs and len(self._pairs) >= self.max_pairs)):
                 self._evict_oldest()
             before = memory.rss_bytes()
-            runners = build_pair(key, status) if sides == SIDES else {sides[0]: self._side_builder(key, sides[0], status)}
+            runners = (self._pair_builder(key, status) if sides == SIDES
+                       else {sides[0]: self._side_builder(key, sides[0], status)})
             # The KV-cache pools are reserved at load but become resident only as runs
             # write to blocks they never used before, over hundreds of races: count them now.
             pools = kv_pool_bytes(key) if SPECULATIVE in sides else 0
-            self._sizes[entry] = max(memory.rss_bytes() - before, 1) + pools
+            children = sum(getattr(r, "resident_bytes", lambda: 0)() for r in runners.values())
+            self._sizes[entry] = max(memory.rss_bytes() - before + children, 1) + pools
             self._pairs[entry] = runners
             return runners
+
+    def _revive(self, key: PairKey, runners: dict, status: Callable[[str], None]) -> None:
+        """Load again a side whose child is gone (a Stop killed it mid-prompt, or it crashed)."""
+        for side, runner in list(runners.items()):
+            if not getattr(runner, "alive", lambda: True)():
+                status(f"loading the {side} pipeline again (a Stop or a crash ended its last run)")
+                runners[side] = self._side_builder(key, side, status)
 
     def _evict_oldest(self) -> None:
         import gc
 
         _, runners = self._pairs.popitem(last=False)
+        for runner in runners.values():
+            getattr(runner, "close", lambda: None)()  # a child side frees its memory by ending
         runners.clear()
         del runners
         gc.collect()  # OpenVINO frees a compiled model when its last Python reference goes
@@ -205,33 +222,45 @@ class PipelineCache:
                 self._evict_oldest()
 
 
-class SideInTurn:
-    """One side of a fair measurement whose pair does not fit in memory twice: its
-    pipeline is loaded (evicting the other side's) only when race.fair is about to
-    run it, through load(status).
+class PromptChecks:
+    """A side's prompt checks without its pipeline: the tokenizer read from the main model's
+    folder, as the pipeline itself reads it, and the limits its key gives."""
 
-    Prompt checks need no pipeline: the tokenizer is read from the main model's folder,
-    as the pipeline itself reads it.
-    """
-
-    def __init__(self, cache: PipelineCache, key: PairKey, side: str):
+    def __init__(self, key: PairKey, side: str):
         import openvino_genai
 
-        self.cache, self.key, self.side = cache, key, side
+        self.key, self.side = key, side
         self.tokenizer = openvino_genai.Tokenizer(key.main_of(side))
         self.max_context = max_context(Path(key.main_of(side)))
         self.max_prompt = placement.max_prompt_tokens(key.options, key.method)
         self.kv_tokens = kv_capacity.side_capacity(key.main_of(side), key.draft, side, key.method, key.options)
+
+    def template(self, prompt) -> str:
+        return template(self.tokenizer, prompt)
+
+    def count_tokens(self, text: str) -> int:
+        return count_tokens(self.tokenizer, text)
+
+    def check_prompt(self, prompt, settings: GenerationSettings) -> None:
+        check_fits(self.side, self.count_tokens(self.template(prompt)), settings,
+                   self.max_context, self.max_prompt, self.kv_tokens)
+
+
+class SideInTurn(PromptChecks):
+    """One side of a fair measurement whose pair does not fit in memory twice: its
+    pipeline is loaded (evicting the other side's) only when race.fair is about to
+    run it, through load(status).
+    """
+
+    def __init__(self, cache: PipelineCache, key: PairKey, side: str):
+        super().__init__(key, side)
+        self.cache = cache
 
     def is_loaded(self) -> bool:
         return (self.key, (self.side,)) in self.cache.loaded()
 
     def load(self, status: Callable[[str], None] = lambda m: None) -> OpenVINORunner:
         return self.cache.get_side(self.key, self.side, status)
-
-    def check_prompt(self, prompt: str, settings: GenerationSettings) -> None:
-        check_fits(self.side, count_tokens(self.tokenizer, template(self.tokenizer, prompt)), settings,
-                   self.max_context, self.max_prompt, self.kv_tokens)
 
 
 # What OpenVINO GenAI says when a main IR lacks the `layers.N/` nodes an EAGLE-3 head reads

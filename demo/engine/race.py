@@ -24,9 +24,11 @@ class Runner(Protocol):
     side: str
 
     def run(self, prompt: str, settings: GenerationSettings, on_chunk: Callable[[Chunk], bool],
-            on_start: Callable[[float], None] = ...):
+            on_start: Callable[[float], None] = ..., stop: Optional[threading.Event] = None):
         """Generate, calling on_start(perf_counter) once generation really begins (after any
-        wait for the pipeline) and on_chunk for every step; return a RunResult."""
+        wait for the pipeline) and on_chunk for every step; return a RunResult. A runner that
+        can end a run between two steps' tokens (a prefill: child_side.ChildSide) watches
+        `stop`; the others stop when on_chunk returns False."""
 
 
 def run_side(runner: Runner, prompt: str, settings: GenerationSettings, stop: threading.Event,
@@ -54,7 +56,7 @@ def run_side(runner: Runner, prompt: str, settings: GenerationSettings, stop: th
             now = time.perf_counter()
             result = RunResult(runner.side, start=now, end=now)
         else:
-            result = runner.run(prompt, settings, on_chunk, on_start)
+            result = runner.run(prompt, settings, on_chunk, on_start, stop=stop)
     except DemoError as e:
         result = _failed(runner.side, started, str(e))
     except Exception as e:  # a bug or an OpenVINO failure on this side must not hang the other
@@ -198,8 +200,8 @@ class _Lane:
         self.side = name
         self._runner = runner
 
-    def run(self, prompt, settings, on_chunk, on_start=lambda t: None):
-        return self._runner.run(prompt, settings, on_chunk, on_start)
+    def run(self, prompt, settings, on_chunk, on_start=lambda t: None, stop=None):
+        return self._runner.run(prompt, settings, on_chunk, on_start, stop=stop)
 
 
 def one_by_one(lanes: list, prompt: str, stop: Optional[threading.Event] = None,

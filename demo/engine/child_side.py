@@ -1,0 +1,296 @@
+"""Each side's pipeline in a child process of its own, as the arena runs them for visitors.
+
+Why a child: OpenVINO GenAI calls a streamer only once a step has produced tokens, so a Stop
+cannot reach a side that is still reading its prompt (a prefill: seconds, up to a minute for
+a long prompt on two cores), and `ContinuousBatchingPipeline.step()`, the way to read a
+prompt in slices, holds Python's GIL, so stepping it from the app's process would freeze every
+page (RELIABILITY.md). In a child, a Stop the side has not answered within STOP_GRACE_S (a
+decoding side answers within one step, through its streamer) kills the child: the CPU is free
+at once, and the next run loads that side again. A native crash while a side runs ends that
+side with one sentence, not the app.
+
+The parent starts `python -m demo.engine.child_side FD`, writes JSON lines to the
+child's stdin ({"load": …} once, then {"run": …} and {"cancel": true}) and reads JSON lines
+from pipe FD (status, ready, error, start, chunk, done); the child's stdout and stderr, where
+native libraries print, go to a file whose last line explains a crash. The prompt checks run
+here, in the parent, from the tokenizer in the main model's folder (PromptChecks), so a
+refused prompt never reaches the child.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import asdict, fields
+from typing import Callable, Optional
+
+from ..core import isolation
+from ..core.errors import DemoError, unexpected
+from ..core.settings import GenerationSettings, PipelineOptions
+from ..core.streaming import SIDES, Chunk, RunResult
+from .pipelines import PairKey, PromptChecks, build_side
+
+# How long a stopped side may take to answer before its child is killed. A decoding step
+# takes well under this (the 1.5B main: 30-160 ms a step on two cores), so only a side still
+# reading its prompt is killed and has to be loaded again.
+STOP_GRACE_S = 1.0
+POLL_S = 0.05
+_TIMEOUT = object()  # no line within the poll
+_EOF = object()      # the child closed its pipe: it is gone
+
+
+class ChildSide(PromptChecks):
+    """One side of a pair, its pipeline loaded and warmed up in a child process.
+
+    Has the runner interface (run, check_prompt, count_tokens, template) and, for the
+    pipeline cache, alive(), resident_bytes() and close().
+    """
+
+    def __init__(self, key: PairKey, side: str, warmup: bool = True):
+        super().__init__(key, side)
+        self._lock = threading.Lock()  # one run at a time, as in OpenVINORunner
+        self._closing = False
+        self._buffer = b""
+        self._lines: "queue.Queue" = queue.Queue()
+        read_fd, write_fd = os.pipe()
+        self._read_fd = read_fd
+        self._log = tempfile.TemporaryFile()
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(isolation.ROOT),
+                                                                          os.environ.get("PYTHONPATH")]))}
+        try:
+            self._child = subprocess.Popen(
+                [sys.executable, "-m", "demo.engine.child_side", str(write_fd)],
+                stdin=subprocess.PIPE, stdout=self._log, stderr=self._log, pass_fds=(write_fd,),
+                start_new_session=True, env=env, cwd=str(isolation.ROOT))
+        finally:
+            os.close(write_fd)
+        self._send({"load": {"key": asdict(key), "side": side, "warmup": warmup}})
+
+    # -- loading ---------------------------------------------------------------------------
+    def wait_ready(self, status: Callable[[str], None] = lambda m: None) -> "ChildSide":
+        """Block until the child's pipeline is loaded and warmed up, passing its status on.
+        A load that fails ends the child and raises its sentence (DemoError)."""
+        while True:
+            line = self._next(None)
+            if line is _EOF:
+                how = isolation.describe_exit(self._child.wait()) + isolation.last_line(self._log)
+                self.close()
+                raise DemoError(f"OpenVINO crashed ({how}) loading the {self.side} pipeline on this CPU; "
+                                "choose another preset or thread count.")
+            kind, payload = line
+            if kind == "status":
+                status(payload)
+            elif kind == "ready":
+                return self
+            elif kind == "error":
+                self.close()
+                raise DemoError(payload)
+
+    # -- running ---------------------------------------------------------------------------
+    def run(self, prompt, settings: GenerationSettings, on_chunk: Callable[[Chunk], bool],
+            on_start: Callable[[float], None] = lambda t: None,
+            stop: Optional[threading.Event] = None) -> RunResult:
+        """As OpenVINORunner.run, in the child. Setting `stop` cancels the run; a side that has
+        not answered STOP_GRACE_S later (still in its prefill) is killed, and its result is
+        what it streamed so far, marked cancelled."""
+        self.check_prompt(prompt, settings)
+        with self._lock:
+            if not self.alive():
+                raise DemoError(f"The {self.side} pipeline is no longer loaded; press Run again to load it.")
+            try:
+                return self._run(prompt, settings, on_chunk, on_start, stop)
+            finally:
+                if self._closing:  # evicted while it ran: let go of its memory now
+                    self._kill()
+
+    def _run(self, prompt, settings, on_chunk, on_start, stop) -> RunResult:
+        self._send({"run": {"prompt": prompt, "settings": asdict(settings)}})
+        chunks: list[Chunk] = []
+        started: Optional[float] = None
+        cancelled_at: Optional[float] = None
+        while True:
+            if cancelled_at is None and stop is not None and stop.is_set():
+                cancelled_at = self._cancel()
+            if cancelled_at is not None and time.perf_counter() - cancelled_at > STOP_GRACE_S:
+                self._kill()  # still in its prompt: the CPU is given back now, the next run reloads
+                now = time.perf_counter()
+                return RunResult(self.side, start=started or now, end=now, chunks=chunks, cancelled=True)
+            line = self._next(POLL_S)
+            if line is _TIMEOUT:
+                continue
+            if line is _EOF:
+                how = isolation.describe_exit(self._child.wait()) + isolation.last_line(self._log)
+                now = time.perf_counter()
+                return RunResult(self.side, start=started or now, end=now, chunks=chunks,
+                                 error=f"OpenVINO crashed ({how}) in the {self.side} pipeline; the next run loads it again")
+            kind, payload = line
+            if kind == "start":
+                started = payload
+                on_start(payload)
+            elif kind == "chunk":
+                chunk = Chunk(self.side, tuple(payload["token_ids"]), payload["text"], payload["accepted_text"],
+                              payload["t"])
+                chunks.append(chunk)
+                if not on_chunk(chunk) and cancelled_at is None:
+                    cancelled_at = self._cancel()
+            elif kind == "done":
+                result = RunResult(**{k: v for k, v in payload.items() if k != "chunks"})
+                result.chunks = chunks
+                return result
+            elif kind == "error":  # a failure outside generate() (run_side turns it into the side's sentence)
+                raise DemoError(payload)
+
+    def _cancel(self) -> float:
+        try:
+            self._send({"cancel": True})
+        except OSError:  # the child is already gone; the next read says so
+            pass
+        return time.perf_counter()
+
+    # -- the pipeline cache's view ------------------------------------------------------------
+    def alive(self) -> bool:
+        return self._child.poll() is None
+
+    def resident_bytes(self) -> int:
+        """The child's resident memory (what the cache budgets for this side)."""
+        try:
+            with open(f"/proc/{self._child.pid}/statm") as f:
+                return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+        except (OSError, ValueError, IndexError):
+            return 0
+
+    def close(self) -> None:
+        """End the child now, or, while a run is in it, as soon as that run returns."""
+        self._closing = True
+        if self._lock.acquire(blocking=False):
+            try:
+                self._kill()
+            finally:
+                self._lock.release()
+
+    def _kill(self) -> None:
+        if self._child.poll() is None:
+            try:
+                os.killpg(self._child.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self._child.wait()
+
+    def __del__(self):
+        try:
+            self._kill()
+            os.close(self._read_fd)
+            self._log.close()
+        except Exception:  # interpreter shutdown
+            pass
+
+    # -- the pipes ---------------------------------------------------------------------------
+    def _send(self, message: dict) -> None:
+        self._child.stdin.write((json.dumps(message) + "\n").encode())
+        self._child.stdin.flush()
+
+    def _next(self, timeout: Optional[float]):
+        """The child's next line ([kind, payload]), _TIMEOUT, or _EOF once it is gone."""
+        while self._lines.empty():
+            ready, _, _ = select.select([self._read_fd], [], [], timeout)
+            if not ready:
+                return _TIMEOUT
+            data = os.read(self._read_fd, 1 << 16)
+            if not data:
+                return _EOF
+            self._buffer += data
+            *complete, self._buffer = self._buffer.split(b"\n")
+            for raw in complete:
+                self._lines.put(json.loads(raw))
+        return self._lines.get()
+
+
+def build_pair(key: PairKey, status: Callable[[str], None] = lambda m: None) -> dict:
+    """Both sides of a pair in children of their own, loaded and warmed up at once."""
+    children = {side: ChildSide(key, side) for side in SIDES}
+    try:
+        return {side: child.wait_ready(status) for side, child in children.items()}
+    except BaseException:
+        for child in children.values():
+            child.close()
+        raise
+
+
+def build_child_side(key: PairKey, side: str, status: Callable[[str], None] = lambda m: None,
+                     warmup: bool = True) -> ChildSide:
+    return ChildSide(key, side, warmup).wait_ready(status)
+
+
+# -- the child ------------------------------------------------------------------------------
+def _key(data: dict) -> PairKey:
+    return PairKey(**{**data, "options": PipelineOptions(**data["options"])})
+
+
+def _child_main(fd: int) -> None:
+    # No PR_SET_PDEATHSIG here (isolation._die_with_parent): it fires when the *thread* that
+    # started the child ends, and a side outlives the request thread that loaded it. The
+    # parent's end of stdin closes when it dies, however it dies: that ends the child.
+    out = os.fdopen(fd, "w", buffering=1)
+    write_lock = threading.Lock()  # OpenVINO's streamer thread and this one both write
+
+    def send(kind: str, payload) -> None:
+        with write_lock:
+            out.write(json.dumps([kind, payload]) + "\n")
+            out.flush()
+
+    commands: "queue.Queue" = queue.Queue()
+    cancel = threading.Event()
+
+    def read_commands() -> None:  # in order, so a cancel always lands before the next run
+        for line in sys.stdin:
+            message = json.loads(line)
+            if "cancel" in message:
+                cancel.set()
+            else:
+                commands.put(message)
+        os._exit(0)  # the parent closed our stdin (it is gone): stop even inside a prefill
+
+    threading.Thread(target=read_commands, daemon=True).start()
+    load = commands.get()["load"]
+    try:
+        runner = build_side(_key(load["key"]), load["side"], lambda m: send("status", m), warmup=load["warmup"])
+    except DemoError as e:
+        send("error", str(e))
+        return
+    except Exception as e:
+        send("error", unexpected(f"loading the {load['side']} pipeline", e))
+        return
+    send("ready", None)
+    known = {f.name for f in fields(RunResult)}
+    while True:
+        message = commands.get()
+        cancel.clear()
+        run = message["run"]
+
+        def on_chunk(chunk: Chunk) -> bool:
+            send("chunk", {"token_ids": list(chunk.token_ids), "text": chunk.text,
+                           "accepted_text": chunk.accepted_text, "t": chunk.t})
+            return not cancel.is_set()
+
+        try:
+            result = runner.run(run["prompt"], GenerationSettings(**run["settings"]), on_chunk,
+                                lambda t: send("start", t))
+        except DemoError as e:
+            send("error", str(e))
+            continue
+        except Exception as e:  # a bug: the side fails with the usual sentence, the child lives on
+            send("error", unexpected(f"the {load['side']} side", e))
+            continue
+        send("done", {k: v for k, v in asdict(result).items() if k in known and k != "chunks"})
+
+
+if __name__ == "__main__":
+    _child_main(int(sys.argv[1]))
