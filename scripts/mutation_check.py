@@ -591,7 +591,7 @@ MUTATIONS = [
         "demo/engine/race.py",
         "            result = runner.run(prompt, settings, on_chunk, on_start, stop=stop)",
         "            result = runner.run(prompt, settings, on_chunk, on_start)",
-        ("tests/test_child_side.py::test_a_stop_during_a_long_prefill_ends_both_sides_before_their_first_token",),
+        ("tests/test_child_side.py::test_a_stop_in_a_long_prefill_through_the_page_frees_the_machine_for_the_next_visitor",),
     ),
     Mutation(
         "pipelines: a side whose child is gone is used again",

@@ -185,3 +185,34 @@ def _alive(pid: int) -> bool:
             return f.read().split(") ")[1][0] != "Z"  # a zombie has ended
     except FileNotFoundError:
         return False
+
+
+def test_a_stop_in_a_long_prefill_through_the_page_frees_the_machine_for_the_next_visitor(running_app, monkeypatch):
+    """As a stranger would: a 4,000-token race, Stop pressed while both sides read the prompt, and
+    another visitor waiting. The other race runs to its end, and the first race's children were
+    ended (a prefill run to its first token would have left them alive: they answer a Stop between
+    tokens)."""
+    from gradio_client import Client
+
+    from .test_bad_inputs import race_args
+    from .test_visitors import wait_for
+
+    monkeypatch.setattr(child_side, "STOP_GRACE_S", 0.2)
+    arena = running_app.arena
+    hog, other = Client(running_app.local_url, verbose=False), Client(running_app.local_url, verbose=False)
+    prompt = "ok. " * 1990  # about 4,000 tokens in the page's 16,000 characters
+
+    def reading() -> list:
+        """The children whose run is in flight now (each holds its side's lock from its prompt on)."""
+        sides = [r for _, runners in arena.cache._pairs.items() for r in runners.values()]
+        return [r for r in sides if isinstance(r, child_side.ChildSide) and r._lock.locked()]
+
+    first = hog.submit(*race_args(prompt=prompt, max_new_tokens=500), api_name="/race")
+    wait_for(lambda: len(reading()) == 2, "both sides reading the long prompt")
+    cut = reading()
+    admitted = other.submit(*race_args(max_new_tokens=16), api_name="/race")
+    wait_for(lambda: arena.admission.state()["waiting"] == 1, "the other visitor's race in line")
+    first.cancel()
+    admitted.result(timeout=HANG_GUARD_S)
+    assert 'data-tokens="16"' in admitted.outputs()[-1][3]
+    assert not any(r.alive() for r in cut)  # the prefill was cut, not run to its first token
