@@ -7,7 +7,8 @@ A booth kiosk or a Space serves strangers for days in one process, so what one r
 leaves behind adds up. This drives the engine's front door (demo.engine.arena) exactly as the
 page does, with no page, and measures:
 
-* resident memory after a warm-up and at the end (growth %), and its trend over the
+* resident memory (the app's process and its children, where each side's pipeline runs)
+  after a warm-up and at the end (growth %), and its trend over the
   second half of the runs (bytes per run). The speculative pipeline's KV-cache pools
   (cache_size_gb for the main model, as much again for the draft) are reserved at load but
   become resident block by block, a few MB per short race, for hundreds of races; so the
@@ -76,7 +77,7 @@ def scratch_entries(cache_dir: Path) -> list[str]:
 
 
 def snapshot(arena: Arena) -> dict:
-    return {"rss_bytes": memory.rss_bytes(), "python_threads": threading.active_count(),
+    return {"rss_bytes": memory.tree_rss_bytes(), "python_threads": threading.active_count(),
             "native_threads": native_threads(), "workers_alive": workers_alive(),
             "scratch": scratch_entries(arena.store.cache_dir)}
 
@@ -136,18 +137,18 @@ def fill_kv_pools(arena: Arena, like: RaceRequest, progress: Callable[[str], Non
     words = 200
     words = int(words * target_tokens / first.count_tokens(first.template(text(0, words))))
     settings = replace(like.settings, max_new_tokens=4)
-    t0, start, runs, settled = time.perf_counter(), memory.rss_bytes(), 0, True
+    t0, start, runs, settled = time.perf_counter(), memory.tree_rss_bytes(), 0, True
     ticket = arena.admission.enter("filling the KV-cache pools")
     try:
         for side in (SPECULATIVE, BASELINE):
-            rss, still, side_runs = memory.rss_bytes(), 0, 0
+            rss, still, side_runs = memory.tree_rss_bytes(), 0, 0
             while still < 2 and side_runs < max_runs:
                 result = runners[side].run(text(runs + 1, words), settings, lambda chunk: True)
                 if result.error:
                     raise DemoError(f"A long warm-up prompt failed ({result.error}); try --no-fill-kv.")
                 runs, side_runs = runs + 1, side_runs + 1
                 gc.collect()
-                now = memory.rss_bytes()
+                now = memory.tree_rss_bytes()
                 still = still + 1 if now - rss < still_mb * MB else 0
                 progress(f"filling the KV-cache pools ({side}): run {side_runs}, RSS {now / MB:.0f} MB "
                          f"({(now - rss) / MB:+.1f} MB)")
@@ -156,7 +157,7 @@ def fill_kv_pools(arena: Arena, like: RaceRequest, progress: Callable[[str], Non
     finally:
         ticket.release()
     return {"runs": runs, "prompt_tokens": first.count_tokens(first.template(text(1, words))),
-            "seconds": round(time.perf_counter() - t0, 1), "added_bytes": memory.rss_bytes() - start, "settled": settled}
+            "seconds": round(time.perf_counter() - t0, 1), "added_bytes": memory.tree_rss_bytes() - start, "settled": settled}
 
 
 def _slope(ys: list[float]) -> Optional[float]:
@@ -226,7 +227,7 @@ def _soak(runs: int, preset: Optional[str], max_new_tokens: int, stop_every: int
         stopped = stop_every > 0 and (i + 1) % stop_every == 0
         sample = one_run(arena, request(warmup_runs + i), stop_after_chunks if stopped else None)
         sample["run"] = i + 1
-        sample["rss_bytes"] = memory.rss_bytes()
+        sample["rss_bytes"] = memory.tree_rss_bytes()
         samples.append(sample)
         if (i + 1) % max(1, runs // 10) == 0 or i + 1 == runs:
             progress(f"{i + 1}/{runs} runs, RSS {sample['rss_bytes'] / MB:.1f} MB")

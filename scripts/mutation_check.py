@@ -193,9 +193,9 @@ MUTATIONS = [
         "race: a side's clock starts with its thread",
         "time spent waiting for a pipeline a stopped run still holds counts against a side",
         "demo/engine/race.py",
-        "        result = runner.run(prompt, settings, on_chunk, on_start)",
-        "        on_start(time.perf_counter())\n"
-        "        result = runner.run(prompt, settings, on_chunk, lambda t: None)",
+        "            result = runner.run(prompt, settings, on_chunk, on_start, stop=stop)",
+        "            on_start(time.perf_counter())\n"
+        "            result = runner.run(prompt, settings, on_chunk, lambda t: None, stop=stop)",
         ("tests/test_race_logic.py::test_start_event_comes_from_the_runner_not_from_the_thread_start",),
     ),
     Mutation(
@@ -266,10 +266,9 @@ MUTATIONS = [
         "pipelines: an evicted side is kept alive",
         "fair mode on a pair that fits one side at a time would hold both pipelines anyway",
         "demo/engine/pipelines.py",
-        "        _, runners = self._pairs.popitem(last=False)\n        runners.clear()",
-        "        _, runners = self._pairs.popitem(last=False)\n"
+        "        runners.clear()\n        del runners",
         "        self.__dict__.setdefault('kept', []).append(dict(runners))\n"
-        "        runners.clear()",
+        "        runners.clear()\n        del runners",
         ("tests/test_engine.py::test_fair_mode_loads_one_side_at_a_time_when_both_do_not_fit",),
     ),
     Mutation(

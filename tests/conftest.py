@@ -124,33 +124,38 @@ def engine_runs():
     """Every run of a real OpenVINO runner while the module's tests run, as the engine saw it:
     the prompt, the settings, each delivered chunk with its perf_counter time, the RunResult.
 
-    A spy on OpenVINORunner.run (the class, so pipelines loaded later are covered too): it
-    changes nothing, so a page test can compare what the page shows with what OpenVINO did.
+    A spy on the run method of both runner classes (OpenVINORunner, and ChildSide, the arena's
+    side in a child process, seen from the app's side of its pipe), on the class, so pipelines
+    loaded later are covered too: it changes nothing, so a page test can compare what the page
+    shows with what OpenVINO did.
     """
     import threading
     import time
     from types import SimpleNamespace
 
+    from demo.engine.child_side import ChildSide
     from demo.engine.openvino_runner import OpenVINORunner
 
     runs: list = []
-    real_run = OpenVINORunner.run
 
-    def run(self, prompt, settings, on_chunk, on_start=lambda t: None, stop=None):
-        record = SimpleNamespace(side=self.side, prompt=prompt, settings=settings, runner=self,
-                                 chunks=[], result=None, done=threading.Event())
-        runs.append(record)
+    def spy(real_run):
+        def run(self, prompt, settings, on_chunk, on_start=lambda t: None, stop=None):
+            record = SimpleNamespace(side=self.side, prompt=prompt, settings=settings, runner=self,
+                                     chunks=[], result=None, done=threading.Event())
+            runs.append(record)
 
-        def delivered(chunk):
-            record.chunks.append((time.perf_counter(), chunk))
-            return on_chunk(chunk)
+            def delivered(chunk):
+                record.chunks.append((time.perf_counter(), chunk))
+                return on_chunk(chunk)
 
-        try:
-            record.result = real_run(self, prompt, settings, delivered, on_start)
-            return record.result
-        finally:
-            record.done.set()
+            try:
+                record.result = real_run(self, prompt, settings, delivered, on_start, stop=stop)
+                return record.result
+            finally:
+                record.done.set()
+        return run
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(OpenVINORunner, "run", run)
+        for cls in (OpenVINORunner, ChildSide):
+            mp.setattr(cls, "run", spy(cls.run))
         yield runs

@@ -57,6 +57,31 @@ def rss_bytes() -> int:
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
+def tree_rss_bytes() -> int:
+    """Resident memory of this process and every process under it (the arena's pipelines run
+    in child processes, demo/engine/child_side.py): what the app holds in all. Linux only;
+    elsewhere this process alone."""
+    parents: dict[int, int] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            parents[int(stat.parent.name)] = int(fields[1])
+        except (OSError, ValueError, IndexError):
+            continue  # a process that ended while we looked
+    tree, grew = {os.getpid()}, True
+    while grew:
+        below = {pid for pid, parent in parents.items() if parent in tree} - tree
+        tree |= below
+        grew = bool(below)
+    total = rss_bytes()
+    for pid in tree - {os.getpid()}:
+        try:
+            total += int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+        except (OSError, ValueError, IndexError):
+            continue
+    return total
+
+
 def peak_rss_bytes() -> int:
     import resource
 

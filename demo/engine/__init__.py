@@ -8,6 +8,7 @@ StatusEvent, Summary), race's events and three_way; the rest is the engine's own
                  Calibrator protocol the app's launch calibration implements
   pipelines.py   OpenVINO GenAI pipelines: built, warmed up, kept in the byte-budgeted cache
   openvino_runner.py  one pipeline as a race's runner: template, prompt checks, streaming
+  child_side.py  a visitor's side in a child process: a Stop ends a prefill, a crash ends the side
   batching.py    many requests in one continuous-batching pipeline, one thread stepping it
   batched_runner.py  that pipeline as a runner shared by simultaneous runs (a Serve replica)
   race.py        race / fair / one-by-one / replay over any runner (pure logic)
