@@ -74,12 +74,8 @@ def run(target: str, args: dict, *, what: str, timeout_s: Optional[float] = None
     """
     read_fd, write_fd = os.pipe()
     log = tempfile.TemporaryFile(mode="w+b")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     try:
-        child = subprocess.Popen([sys.executable, "-m", "demo.core.isolation", target, str(write_fd), str(nice),
-                                  str(os.getpid())],
-                                 stdin=subprocess.PIPE, stdout=log, stderr=log, pass_fds=(write_fd,),
-                                 start_new_session=True, env=env, cwd=str(ROOT))
+        child = start_child(["demo.core.isolation", target, str(write_fd), str(nice), str(os.getpid())], write_fd, log)
     finally:
         os.close(write_fd)
     try:
@@ -89,8 +85,16 @@ def run(target: str, args: dict, *, what: str, timeout_s: Optional[float] = None
     finally:
         os.close(read_fd)
         if child.poll() is None:
-            _kill(child)
+            kill(child)
         log.close()
+
+
+def start_child(module_args: list, write_fd: int, log) -> subprocess.Popen:
+    """A fresh `python -m MODULE ARGS` in a session of its own (so killing its group ends all it
+    started), importing demo from this repository, its output to `log`, `write_fd` passed on."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    return subprocess.Popen([sys.executable, "-m", *module_args], stdin=subprocess.PIPE, stdout=log, stderr=log,
+                            pass_fds=(write_fd,), start_new_session=True, env=env, cwd=str(ROOT))
 
 
 def _collect(child, read_fd: int, log, what: str, timeout_s, on_message, cancel, checkpoint):
@@ -118,19 +122,19 @@ def _collect(child, read_fd: int, log, what: str, timeout_s, on_message, cancel,
             code = child.wait()
             raise NativeCrash(what, describe_exit(code) + last_line(log))
         if cancel is not None and cancel.is_set():
-            _kill(child)
+            kill(child)
             raise DemoError("Stopped; nothing of this step was kept.")
         try:
             checkpoint()
         except BaseException:
-            _kill(child)
+            kill(child)
             raise
         if deadline is not None and time.monotonic() > deadline:
-            _kill(child)
+            kill(child)
             raise NativeTimeout(what, f"no answer within {timeout_s:.0f} s")
 
 
-def _kill(child) -> None:
+def kill(child) -> None:
     try:
         os.killpg(child.pid, signal.SIGKILL)
     except ProcessLookupError:

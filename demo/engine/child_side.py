@@ -23,12 +23,11 @@ import json
 import os
 import queue
 import select
-import signal
-import subprocess
 import sys
 import tempfile
 import threading
 import time
+from collections import deque
 from dataclasses import asdict, fields
 from typing import Callable, Optional
 
@@ -59,17 +58,12 @@ class ChildSide(PromptChecks):
         self._lock = threading.Lock()  # one run at a time, as in OpenVINORunner
         self._closing = False
         self._buffer = b""
-        self._lines: "queue.Queue" = queue.Queue()
+        self._lines: deque = deque()  # lines read from the pipe and not yet handled
         read_fd, write_fd = os.pipe()
         self._read_fd = read_fd
         self._log = tempfile.TemporaryFile()
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(isolation.ROOT),
-                                                                          os.environ.get("PYTHONPATH")]))}
         try:
-            self._child = subprocess.Popen(
-                [sys.executable, "-m", "demo.engine.child_side", str(write_fd)],
-                stdin=subprocess.PIPE, stdout=self._log, stderr=self._log, pass_fds=(write_fd,),
-                start_new_session=True, env=env, cwd=str(isolation.ROOT))
+            self._child = isolation.start_child(["demo.engine.child_side", str(write_fd)], write_fd, self._log)
         finally:
             os.close(write_fd)
         self._send({"load": {"key": asdict(key), "side": side, "warmup": warmup}})
@@ -178,11 +172,7 @@ class ChildSide(PromptChecks):
 
     def _kill(self) -> None:
         if self._child.poll() is None:
-            try:
-                os.killpg(self._child.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            self._child.wait()
+            isolation.kill(self._child)
 
     def __del__(self):
         try:
@@ -199,7 +189,7 @@ class ChildSide(PromptChecks):
 
     def _next(self, timeout: Optional[float]):
         """The child's next line ([kind, payload]), _TIMEOUT, or _EOF once it is gone."""
-        while self._lines.empty():
+        while not self._lines:
             ready, _, _ = select.select([self._read_fd], [], [], timeout)
             if not ready:
                 return _TIMEOUT
@@ -209,8 +199,8 @@ class ChildSide(PromptChecks):
             self._buffer += data
             *complete, self._buffer = self._buffer.split(b"\n")
             for raw in complete:
-                self._lines.put(json.loads(raw))
-        return self._lines.get()
+                self._lines.append(json.loads(raw))
+        return self._lines.popleft()
 
 
 def build_pair(key: PairKey, status: Callable[[str], None] = lambda m: None) -> dict:
