@@ -97,6 +97,22 @@ class Mutation:
 
 MUTATIONS = [
     Mutation(
+        "gguf unpack: a chunk overwrites the first",
+        "every chunk of a weight's blocks is written to the start of its f16 value",
+        "demo/models/gguf_unpack.py",
+        "            request.set_output_tensor(ov.Tensor(result[a:b], shared_memory=True))",
+        "            request.set_output_tensor(ov.Tensor(result[:b - a], shared_memory=True))",
+        ("tests/test_formats.py::test_the_fast_unpacking_equals_the_cpu_plugins_evaluation_of_the_readers_subgraph_bit_for_bit",),
+    ),
+    Mutation(
+        "gguf unpack: zero points ignored",
+        "the block layout's zero points are left out of the f16 value",
+        "demo/models/gguf_unpack.py",
+        "            if zero is not None:\n                inputs[\"zero\"] = zero[a:b]",
+        "            if zero is not None:\n                inputs[\"zero\"] = np.zeros_like(zero[a:b])",
+        ("tests/test_formats.py::test_the_fast_unpacking_equals_the_cpu_plugins_evaluation_of_the_readers_subgraph_bit_for_bit",),
+    ),
+    Mutation(
         "bench: --tree checked against a chain",
         "the bench's K list is checked without the tree, so a K shallower than the tree starts loading models",
         "demo/bench/measure.py",

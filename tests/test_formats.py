@@ -365,16 +365,27 @@ def test_cli_formats(prepared, format_store, tmp_path):
     assert bad.returncode == 2 and "invalid choice: 'int3'" in bad.stderr
 
 
-def test_the_numpy_unpacking_equals_the_cpu_plugins_evaluation_bit_for_bit(smollm2_ir):
-    """The fast path (numpy) against the slow one (OpenVINO's CPU plugin computing each subgraph)."""
+@pytest.mark.parametrize("chunk", [999, None])
+def test_the_fast_unpacking_equals_the_cpu_plugins_evaluation_of_the_readers_subgraph_bit_for_bit(
+        smollm2_ir, chunk, monkeypatch):
+    """The fast path (gguf_unpack's chunked Dequantizer) against the slow one: the CPU plugin
+    computing each weight's own subgraph from the GGUF reader at f32, rounded to f16 by numpy.
+    With 999 blocks a chunk, every weight of the fixture is cut in several chunks, the last short."""
     import numpy as np
     import openvino as ov
     from openvino import opset13 as ops
 
+    from demo.models import gguf_unpack
+
+    if chunk:
+        monkeypatch.setattr(gguf_unpack, "CHUNK", chunk)
     model = read(smollm2_ir)
-    outputs = formats._weight_outputs(model)
-    fast = {i: formats._block_value(out) for i, out in enumerate(outputs)}
-    assert all(v is not None for v in fast.values()), "the GGUF reader's layout was not recognised"
+    outputs = gguf_unpack.weight_outputs(model)
+    layouts = [gguf_unpack.blocks_of(out) for out in outputs]
+    assert all(b is not None for b in layouts), "the GGUF reader's layout was not recognised"
+    assert {b.values.get_output_element_type(0).get_type_name() for b in layouts} >= {"u4"}
+    dequantizer = gguf_unpack.Dequantizer()
+    fast = {i: dequantizer.value(b).reshape(list(outputs[i].get_shape())) for i, b in enumerate(layouts)}
     sample = list(range(0, len(outputs), 10))
     probe = ov.Model([ops.result(outputs[i]) for i in sample], [], "probe")
     request = ov.Core().compile_model(probe, "CPU", {"INFERENCE_PRECISION_HINT": "f32"}).create_infer_request()

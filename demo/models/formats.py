@@ -31,10 +31,9 @@ import os
 import shutil
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Optional, Protocol, get_args
+from typing import TYPE_CHECKING, Optional, Protocol, get_args
 
-import numpy as np
-
+from .gguf_unpack import Checkpoint, StepProgress, _nothing, fold_packed_weights
 from .presets import WeightFormat
 
 if TYPE_CHECKING:
@@ -48,18 +47,8 @@ COMPRESSED = ("int8", "int4_sym", "int4_asym")
 assert set(FORMATS) == {DEFAULT_FORMAT, "f16", *COMPRESSED}
 
 DYNAMIC_QUANTIZATION = "DYNAMIC_QUANTIZATION_GROUP_SIZE"
-# Weights are evaluated this many at a time: a batch of f32 copies costs memory.
-BATCH = 16
-_INTEGER_TYPES = {"u4", "i4", "u8", "i8"}
 MODEL_FILES = ("openvino_model.xml", "openvino_model.bin")
 
-# progress(done, total) for a stage the caller names; checkpoint() raises to stop between steps.
-StepProgress = Callable[[float, float], None]
-Checkpoint = Callable[[], None]
-
-
-def _nothing(*args) -> None:
-    pass
 
 
 class CalibrationHome(Protocol):
@@ -96,161 +85,6 @@ def chain(weight_format: str) -> list[str]:
     while (prev := derived_from(steps[0])) is not None:
         steps.insert(0, prev)
     return steps
-
-
-# -- unpacking the GGUF layout to f16 -----------------------------------------------------
-
-def _const_only_root(output) -> bool:
-    """True if the subgraph feeding `output` has only Constant leaves, one of them a packed integer weight."""
-    stack, seen, packed = [output.get_node()], set(), False
-    while stack:
-        node = stack.pop()
-        if id(node) in seen:
-            continue
-        seen.add(id(node))
-        kind = node.get_type_name()
-        if kind == "Parameter" or kind in ("ReadValue", "ShapeOf"):
-            return False
-        if kind == "Constant":
-            et = node.get_output_element_type(0).get_type_name()
-            if et in _INTEGER_TYPES and int(np.prod(list(node.get_output_shape(0)))) >= 4096:
-                packed = True
-            continue
-        stack.extend(i.get_source_output().get_node() for i in node.inputs())
-    return packed
-
-
-def _weight_outputs(model) -> list:
-    """The outputs that carry a packed weight into a MatMul (input 1) or Gather (input 0)."""
-    found = []
-    for node in model.get_ordered_ops():
-        kind = node.get_type_name()
-        if kind not in ("MatMul", "Gather"):
-            continue
-        out = node.input(1 if kind == "MatMul" else 0).get_source_output()
-        # Keep a trailing Convert(f16 -> f32): NNCF recognises Constant(f16) -> Convert -> MatMul.
-        if out.get_node().get_type_name() == "Convert":
-            out = out.get_node().input(0).get_source_output()
-        if _const_only_root(out):
-            found.append(out)
-    # A tied embedding / lm_head weight feeds two consumers: fold it once.
-    unique, seen = [], set()
-    for out in found:
-        key = (out.get_node().get_friendly_name(), out.get_index())
-        if key not in seen:
-            seen.add(key)
-            unique.append(out)
-    return unique
-
-
-def _integers(const) -> Optional[np.ndarray]:
-    """A u4/u8 Constant's values as uint8 in its own shape (u4: two per byte, low nibble first)."""
-    kind = const.get_output_element_type(0).get_type_name()
-    shape = list(const.get_output_shape(0))
-    raw = np.asarray(const.get_data()).reshape(-1)
-    if kind == "u8":
-        return raw.reshape(shape)
-    if kind != "u4":
-        return None
-    count = int(np.prod(shape))
-    values = np.empty(raw.size * 2, dtype=np.uint8)
-    np.bitwise_and(raw, 0x0F, out=values[0::2])
-    np.right_shift(raw, 4, out=values[1::2])
-    return values[:count].reshape(shape)
-
-
-def _source(node, index: int):
-    return node.input(index).get_source_output().get_node()
-
-
-def _block_value(output) -> Optional[np.ndarray]:
-    """The f16 value of the GGUF reader's block layout, Reshape((Convert(q) [- Convert(zp)]) * scale),
-    computed with numpy; None for any other subgraph (the compiled path evaluates those).
-
-    Exactly what the CPU plugin computes at f32 precision: (q - zp) is a small integer and the
-    scale an f16, so their f32 product is exact and is rounded to f16 once, as there.
-    """
-    reshape = output.get_node()
-    if reshape.get_type_name() != "Reshape" or output.get_element_type().get_type_name() != "f16":
-        return None
-    multiply = _source(reshape, 0)
-    if multiply.get_type_name() != "Multiply":
-        return None
-    values, scale = _source(multiply, 0), _source(multiply, 1)
-    if scale.get_type_name() != "Constant" or scale.get_output_element_type(0).get_type_name() != "f16":
-        return None
-    zero = None
-    if values.get_type_name() == "Subtract":
-        values, zero = _source(values, 0), _source(values, 1)
-        if zero.get_type_name() != "Convert" or _source(zero, 0).get_type_name() != "Constant":
-            return None
-        zero = _integers(_source(zero, 0))
-        if zero is None:
-            return None
-    if values.get_type_name() != "Convert" or _source(values, 0).get_type_name() != "Constant":
-        return None
-    q = _integers(_source(values, 0))
-    if q is None:
-        return None
-    w = q.astype(np.float32)
-    if zero is not None:
-        w -= zero.astype(np.float32)
-    w *= np.asarray(scale.get_data(), dtype=np.float32)
-    return w.astype(np.float16).reshape(list(output.get_shape()))
-
-
-def _replace(output, value: np.ndarray) -> None:
-    """Feed `output`'s consumers an f16 Constant of `value` (converted back to its type if it had another)."""
-    import openvino as ov
-    from openvino import opset13 as ops
-
-    target = ops.constant(value, dtype=np.float16).output(0)
-    if output.get_element_type() != ov.Type.f16:
-        target = ops.convert(target.get_node(), output.get_element_type()).output(0)
-    for consumer in list(output.get_target_inputs()):
-        if consumer.get_node().get_type_name() != "Result":
-            consumer.replace_source_output(target)
-
-
-def fold_packed_weights(model, progress: Optional[StepProgress] = None,
-                        checkpoint: Checkpoint = _nothing) -> int:
-    """Replace every packed-weight subgraph by an f16 Constant of its value. Returns the count.
-
-    The GGUF block layout is unpacked with numpy (seconds); any other constant subgraph is
-    evaluated by the CPU plugin, BATCH at a time. `checkpoint` runs between weights and
-    batches; whatever it raises stops the folding there.
-    """
-    import openvino as ov
-    from openvino import opset13 as ops
-
-    outputs = _weight_outputs(model)
-    done, others = 0, []
-    for out in outputs:
-        checkpoint()
-        value = _block_value(out)
-        if value is None:
-            others.append(out)
-            continue
-        _replace(out, value)
-        done += 1
-        if progress:
-            progress(done, len(outputs))
-    core = ov.Core()
-    for start in range(0, len(others), BATCH):
-        checkpoint()
-        batch = others[start:start + BATCH]
-        probe = ov.Model([ops.result(o) for o in batch], [], "weights")
-        values = core.compile_model(probe, "CPU", {"INFERENCE_PRECISION_HINT": "f32"}).create_infer_request()
-        values.infer()
-        for i, out in enumerate(batch):
-            _replace(out, values.get_output_tensor(i).data.astype(np.float16))
-        del values, probe
-        gc.collect()
-        done += len(batch)
-        if progress:
-            progress(done, len(outputs))
-    checkpoint()
-    return len(outputs)
 
 
 def fold_to_f16(src: Path, dst: Path, progress: StepProgress = _nothing, checkpoint: Checkpoint = _nothing) -> int:
