@@ -82,3 +82,12 @@ def pid_then_sleep(args, send):
 
     send(str(os.getpid()))
     time.sleep(3600)
+
+
+def priority(args, send):
+    """This child's nice value and its session's autogroup line ("" where the kernel has none)."""
+    try:
+        autogroup = Path("/proc/self/autogroup").read_text().strip()
+    except OSError:
+        autogroup = ""
+    return {"nice": os.nice(0), "autogroup": autogroup, "session_leader": os.getsid(0) == os.getpid()}

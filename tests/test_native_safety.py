@@ -9,6 +9,7 @@ saved stages, and the page shows the sentence.
 """
 
 import json
+import os
 import threading
 from pathlib import Path
 
@@ -53,6 +54,18 @@ def test_a_child_that_dies_or_hangs_becomes_one_sentence(target, how):
         isolation.run(f"{STAND_INS}:{target}", {}, what="running the test stand-in", timeout_s=3)
     assert str(caught.value).startswith(f"OpenVINO crashed ({how}")
     assert str(caught.value).endswith("running the test stand-in on this CPU")
+
+
+def test_background_work_yields_to_the_app_in_its_own_session_too():
+    """A conversion (nice > 0) is a session of its own: where the kernel groups sessions
+    (autogroups), its session must be niced too, or it takes a core from a race all the same."""
+    normal = isolation.run(f"{STAND_INS}:priority", {}, what="x")
+    background = isolation.run(f"{STAND_INS}:priority", {}, what="x", nice=19)
+    assert normal["session_leader"] and background["session_leader"]
+    assert (normal["nice"], background["nice"]) == (os.nice(0), 19)
+    if not background["autogroup"]:
+        pytest.skip("this kernel has no autogroups (/proc/self/autogroup): nice alone ranks the child")
+    assert normal["autogroup"].endswith(" nice 0") and background["autogroup"].endswith(" nice 19")
 
 
 def test_a_python_error_in_the_child_is_not_called_a_crash():

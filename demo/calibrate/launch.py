@@ -33,8 +33,8 @@ class LaunchCalibrator:
 
     def convert_early(self, preset, store, report: Callable[[str], None], stop: threading.Event) -> None:
         """Convert the formats the launch calibrates as soon as each model's own IR is on disk
-        (the warm-up calls it once the default pair is warm), in a child at low priority,
-        beside the calibration's own prepare. A compressed format is made straight from the GGUF IR (its weights
+        (the warm-up calls it at once), in a child at low priority, beside the pair's load and
+        the calibration's own prepare. A compressed format is made straight from the GGUF IR (its weights
         unpacked in memory, demo.models.formats.unpack_and_compress); the main model first,
         the longest."""
         plan = self.plan()

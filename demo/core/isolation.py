@@ -165,10 +165,24 @@ def _die_with_parent(parent: int) -> None:
         os._exit(1)
 
 
+def lower_priority(nice: int) -> None:
+    """Make this process background work: `nice` for the scheduler, and the same for its
+    session's autogroup. A child is a session of its own (start_child), and where the kernel
+    groups sessions (sched_autogroup_enabled, the default on most distributions) a task's
+    nice only ranks it within its own session: each session gets an equal share of the cores,
+    so a niced conversion would still take a core from a visitor's race."""
+    os.nice(nice)
+    try:
+        with open("/proc/self/autogroup", "w") as f:  # raising it needs no privilege
+            f.write(str(nice))
+    except OSError:  # no autogroups here (not Linux, or a kernel without them): nice is enough
+        pass
+
+
 def _child_main(target: str, fd: int, nice: int, parent: int) -> None:
     _die_with_parent(parent)
     if nice:
-        os.nice(nice)
+        lower_priority(nice)
     out = os.fdopen(fd, "w", buffering=1)
 
     def send(kind: str, payload) -> None:

@@ -37,8 +37,8 @@ class Calibrator(Protocol):
     """
 
     def convert_early(self, preset, store, report: Callable[[str], None], stop: threading.Event) -> None:
-        """Start converting what the calibration will measure, once the default pair is warm,
-        beside the calibration's own prepare (single-threaded, low priority)."""
+        """Start converting what the calibration will measure as soon as each model's own IR
+        is on disk, beside the pair's load and the calibration's own prepare (low priority)."""
 
     def prepare_candidates(self, preset, store, report: Callable[[str], None]) -> None:
         """Convert the weight formats the calibration will measure (no quiet machine needed)."""
@@ -162,12 +162,10 @@ def _check_early(arena: WarmupHost, request: RaceRequest, role: str, task: Calla
 
 def _convert_early(arena: WarmupHost, calibrator: Calibrator, preset, report: Callable[[str], None],
                    stop: threading.Event) -> None:
-    # Not before the default pair is warm: on 2 cores, beside the pair's own native check,
-    # load and warm-up, it delayed the first visitor's tokens by about 30 s (BENCHMARKS.md,
-    # 2026-12-03); from then on it converts the main while the calibration converts the draft.
-    while not arena.startup.view().warm:
-        if stop.wait(1.0):
-            return
+    # From the moment each model's own IR is on disk, beside the pair's native check, load
+    # and warm-up: the conversion child is background work (demo.core.isolation.lower_priority,
+    # its session niced too), so it takes only the core those leave idle, and the calibration
+    # that waits for it starts sooner (BENCHMARKS.md, issue 32).
     try:
         calibrator.convert_early(preset, arena.store, lambda m: report(f"calibrating: {m}"), stop)
     except DemoError as e:  # the calibration's own prepare tries again and says why

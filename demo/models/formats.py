@@ -200,8 +200,9 @@ def link_companions(src: Path, dst: Path) -> None:
 # -- in a child process (demo.core.isolation): conversions are native work not yet proven here --
 
 # Conversions are background work (calibration's candidates, a format asked for once): a
-# race or a first load running beside them keeps the CPU first.
-CONVERSION_NICE = 10
+# race or a first load running beside them keeps the CPU first (19: the lowest there is,
+# since a launch converts beside the first visitor's load and race).
+CONVERSION_NICE = 19
 
 
 def convert_in_child(kind: str, src: Path, dst: Path, weight_format: str, progress: StepProgress,
