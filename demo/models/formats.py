@@ -16,8 +16,9 @@ prepared in any of these formats, each its own ready IR folder:
 
 NNCF cannot compress the GGUF layout as it is (its weights are already integers:
 compress_weights silently changes nothing), so the compressed formats start from the f16
-folder: the GGUF weights are unpacked once per model and every compressed format reuses
-that. The weights are then quantized twice, so check answers on a few prompts.
+folder: the GGUF weights are unpacked once per model (demo.models.gguf_unpack) and every
+compressed format reuses that, or unpacks in memory when there is no f16 folder
+(unpack_and_compress). The weights are then quantized twice, so check answers on a few prompts.
 
 This module only transforms folders; demo.models.sources decides where they live, locks them and
 publishes them atomically.
