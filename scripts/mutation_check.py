@@ -97,6 +97,23 @@ class Mutation:
 
 MUTATIONS = [
     Mutation(
+        "isolation: background work niced only itself",
+        "a background child's session (its autogroup) is not niced, so under autogroups it takes a core from a race",
+        "demo/core/isolation.py",
+        "            f.write(str(nice))",
+        "            pass",
+        ("tests/test_native_safety.py::test_background_work_yields_to_the_app_in_its_own_session_too",),
+    ),
+    Mutation(
+        "startup: converting waits for the warm pair",
+        "the launch's early conversion starts only once the default pair is warm, as before stop 43",
+        "demo/engine/startup.py",
+        "    try:\n        calibrator.convert_early(preset, arena.store,",
+        "    while not arena.startup.view().warm:\n        if stop.wait(1.0):\n            return\n"
+        "    try:\n        calibrator.convert_early(preset, arena.store,",
+        ("tests/test_calibrate.py::test_a_launch_starts_converting_before_the_pair_is_warm",),
+    ),
+    Mutation(
         "gguf unpack: a chunk overwrites the first",
         "every chunk of a weight's blocks is written to the start of its f16 value",
         "demo/models/gguf_unpack.py",

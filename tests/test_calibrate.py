@@ -663,6 +663,28 @@ def test_the_early_conversion_waits_for_the_pairs_own_ir_then_converts_the_launc
     assert set(store.prepared_formats(preset.main)) == wanted, messages
 
 
+def test_a_launch_starts_converting_before_the_pair_is_warm():
+    """The warm-up hands the conversion to the calibrator at once, not once the pair is warm:
+    the conversion child is background work (its session niced too), and the measuring that
+    waits for it starts sooner (issue 32)."""
+    import threading
+    from types import SimpleNamespace
+
+    from demo.engine import startup
+
+    called = threading.Event()
+    calibrator = SimpleNamespace(convert_early=lambda preset, store, report, stop: called.set())
+    never_warm = SimpleNamespace(startup=SimpleNamespace(view=lambda: SimpleNamespace(warm=False)), store=None)
+    stop = threading.Event()
+    thread = threading.Thread(target=startup._convert_early, args=(never_warm, calibrator, None, print, stop),
+                              daemon=True)
+    thread.start()
+    try:
+        assert called.wait(5), "the early conversion waited for the pair to be warm"
+    finally:
+        stop.set()
+
+
 def test_a_curve_disturbed_by_other_work_is_measured_again(monkeypatch):
     """A one-token step far above the same model's real decoding steps means other work ran
     during the curve: it is measured again and each M keeps its faster reading; a curve

@@ -34,7 +34,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional, Protocol, get_args
 
-from .gguf_unpack import Checkpoint, StepProgress, _nothing, fold_packed_weights
+from .gguf_unpack import Checkpoint, StepProgress, fold_packed_weights
 from .presets import WeightFormat
 
 if TYPE_CHECKING:
@@ -50,6 +50,9 @@ assert set(FORMATS) == {DEFAULT_FORMAT, "f16", *COMPRESSED}
 DYNAMIC_QUANTIZATION = "DYNAMIC_QUANTIZATION_GROUP_SIZE"
 MODEL_FILES = ("openvino_model.xml", "openvino_model.bin")
 
+
+def _nothing(*args) -> None:
+    pass
 
 
 class CalibrationHome(Protocol):
