@@ -97,6 +97,14 @@ class Mutation:
 
 MUTATIONS = [
     Mutation(
+        "cost model: every format timed with race threads",
+        "a format far behind the fastest with the whole machine is timed alone with race threads all the same",
+        "demo/calibrate/cost_model.py",
+        "medians[f] * RACE_MARGIN >= fastest]",
+        "medians[f] * RACE_MARGIN >= 0]",
+        ("tests/test_calibrate.py::test_a_main_far_behind_with_the_whole_machine_is_not_timed_alone_with_race_threads",),
+    ),
+    Mutation(
         "isolation: background work niced only itself",
         "a background child's session (its autogroup) is not niced, so under autogroups it takes a core from a race",
         "demo/core/isolation.py",

@@ -189,6 +189,16 @@ def test_a_main_far_slower_a_token_than_the_fastest_is_not_timed_alone():
     assert cost_model.plain_contenders({"a": main(0.060), "b": main(0.090)}) == ["a", "b"]  # exactly 1.5x: kept
 
 
+def test_a_main_far_behind_with_the_whole_machine_is_not_timed_alone_with_race_threads():
+    """After the fair-threads timing, a format under 1/1.25 of the fastest one's median rate
+    is left out of the race-threads timing; one at or above it, or not timed, stays."""
+    fair = {"int4_sym": [20.0, 21.0, 20.5], "gguf": [13.5, 13.0, 14.0], "int8": [17.0, 16.0, 16.5], "f16": []}
+    assert cost_model.race_contenders(fair, ["int4_sym", "gguf", "int8", "f16", "odd"]) == ["int4_sym", "int8", "f16",
+                                                                                              "odd"]
+    assert cost_model.race_contenders({"a": [20.0], "b": [16.0]}, ["a", "b"]) == ["a", "b"]  # exactly 1/1.25: kept
+    assert cost_model.race_contenders({"a": [20.0], "b": [15.9]}, ["a", "b"]) == ["a"]
+
+
 def test_plain_choice_ties_by_paired_samples():
     # Interleaved samples: b is slower in every pair by more than 3 %: not a tie.
     assert cost_model.plain_choice({"a": [14.0, 15.0, 14.5], "b": [13.0, 14.0, 13.5]}) == {

@@ -45,7 +45,8 @@ from ..models.calibration_result import Calibration
 from ..models.calibration_store import CALIBRATION_VERSION, cache_path, fingerprint, stages_path
 from ..models.sources import has_formats
 from .cost_model import median as cost_model_median
-from .cost_model import PLAIN_MARGIN, overhead_ks, pick_among_fastest, plain_choice, plain_contenders, predict
+from .cost_model import (PLAIN_MARGIN, RACE_MARGIN, overhead_ks, pick_among_fastest, plain_choice, plain_contenders,
+                         predict, race_contenders)
 from .measure import DRAFT_REPEATS, PREFIX_TOKENS, REPEATS, agreement, others_busy, sparse_points
 from ..core.files import write_atomic
 
@@ -100,21 +101,6 @@ FULL = Plan("full")
 LAUNCH = Plan("launch", sparse_fair=True, repeats=3, acceptance_per_main=False, draft_repeats=8, overhead_prompts=1,
               overhead_new_tokens=48, race_overhead_new_tokens=36, overhead_at_k1=False,
               plain_rounds=2, plain_prompts=1, plain_new_tokens=24)
-
-
-def launch_formats(isa_flags: Sequence[str]) -> tuple[list[str], list[str]]:
-    """(main, draft) formats a first launch calibrates: the GGUF-derived IR it already has and
-    the compressed format that won on this CPU class (BENCHMARKS.md): int4_sym where integer
-    dot products are fast (VNNI or AMX), f16 where only AVX2 (compressed verify steps cost
-    nearly K+1 tokens there, f16 barely more than one). The first main format answers the
-    acceptance prompts, so the faster one goes first, and a slower format that cannot beat
-    it is not measured further. With fast integer kernels the int4_sym draft is a candidate
-    too (AMX Xeon, f32 activations: 18 against 24 ms a guess for the gguf IR).
-    `python -m demo.calibrate` measures every format."""
-    fast_int = any(f in isa_flags for f in ("avx512_vnni", "avx_vnni", "amx_int8"))
-    if fast_int:
-        return ["int4_sym", "gguf"], ["int4_sym", "gguf"]
-    return ["gguf", "f16"], ["gguf"]
 
 
 def pair_of(candidate: dict) -> tuple:
@@ -268,6 +254,11 @@ def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMA
     try:
         for mode, n in threads.items():
             check_stop()
+            if mode == "race":  # a format far behind with the whole machine is not timed again
+                timed_alone, behind = race_contenders(plain["fair"]["rates"], timed_alone), timed_alone
+                for f in set(behind) - set(timed_alone):
+                    report(f"main model {f} alone ran under 1/{RACE_MARGIN} of the fastest format's rate with the "
+                           "whole machine: not timed alone with race threads")
             plain[mode] = stages.run(f"plain:{mode}", "measure_plain", {
                 "folders": {f: str(folders[("main", f)]) for f in timed_alone}, "threads": n,
                 "texts": texts[:plan.plain_prompts], "max_new_tokens": plan.plain_new_tokens, "rounds": plan.plain_rounds,

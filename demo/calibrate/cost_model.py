@@ -122,6 +122,23 @@ def plain_contenders(mains: dict) -> list[str]:
     return [f for f in mains if f not in cost or cost[f] <= PLAIN_MARGIN * cheapest]
 
 
+# A main whose real baseline pipeline ran at under 1/RACE_MARGIN of the fastest one's rate with
+# the whole machine (formats interleaved, so drift cancels) is not timed alone with race threads:
+# between the two thread counts a format's rate relative to the fastest moved by 8 % at most
+# (5 formats, AMX Xeon and Zen 4 calibrations: 0.39 -> 0.42, 0.66 -> 0.58, 0.66 -> 0.70,
+# 0.73 -> 0.65, 0.78 -> 0.63), a third of what overtaking it would need.
+RACE_MARGIN = 1.25
+
+
+def race_contenders(fair_rates: dict, formats: list[str]) -> list[str]:
+    """Of `formats`, those worth timing alone with race threads, given the fair-threads timing
+    ({format: [tok/s]}): all but those whose median is under 1/RACE_MARGIN × the fastest's
+    (one not timed with fair threads stays: nothing says it is slow)."""
+    medians = {f: median(v) for f, v in fair_rates.items() if v}
+    fastest = max(medians.values(), default=0.0)
+    return [f for f in formats if f not in medians or medians[f] * RACE_MARGIN >= fastest]
+
+
 def overhead_ks(k_max: int, with_k1: bool = True) -> tuple[int, ...]:
     """The K a real pipeline is timed at: the two its overhead line goes through, and 1
     unless `with_k1` is False (1, 2, 6 for K up to 8). K=1's own step is worth timing: a real

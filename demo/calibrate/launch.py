@@ -2,7 +2,7 @@
 
 `python app.py` hands a LaunchCalibrator to Arena.start_background_warmup; the engine calls
 it without importing demo.calibrate, which sits above it. It measures the formats a launch
-calibrates (calibration.launch_formats) with the launch plan (calibration.LAUNCH).
+calibrates (launch_formats, below) with the launch plan (calibration.LAUNCH).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import shlex
 import threading
 from pathlib import Path
-from typing import Callable, ContextManager
+from typing import Callable, ContextManager, Sequence
 
 from ..models import formats
 from ..models.calibration_result import Calibration
@@ -21,6 +21,21 @@ from .report import launch_lines
 EARLY_POLL_S = 1.0  # how often the early conversion looks for the pair's own IR
 
 
+def launch_formats(isa_flags: Sequence[str]) -> tuple[list[str], list[str]]:
+    """(main, draft) formats a first launch calibrates: the GGUF-derived IR it already has and
+    the compressed format that won on this CPU class (BENCHMARKS.md): int4_sym where integer
+    dot products are fast (VNNI or AMX), f16 where only AVX2 (compressed verify steps cost
+    nearly K+1 tokens there, f16 barely more than one). The first main format answers the
+    acceptance prompts, so the faster one goes first, and a slower format that cannot beat
+    it is not measured further. With fast integer kernels the int4_sym draft is a candidate
+    too (AMX Xeon, f32 activations: 18 against 24 ms a guess for the gguf IR).
+    `python -m demo.calibrate` measures every format."""
+    fast_int = any(f in isa_flags for f in ("avx512_vnni", "avx_vnni", "amx_int8"))
+    if fast_int:
+        return ["int4_sym", "gguf"], ["int4_sym", "gguf"]
+    return ["gguf", "f16"], ["gguf"]
+
+
 class LaunchCalibrator:
     """demo.engine.arena.Calibrator for a launch: the launch formats and plan."""
 
@@ -28,7 +43,7 @@ class LaunchCalibrator:
         """The formats and plan of the calibration a launch runs, for this machine's ISA."""
         from ..core.machine import machine_info
 
-        main, draft = calibration.launch_formats(machine_info()["isa_flags"])
+        main, draft = launch_formats(machine_info()["isa_flags"])
         return {"main_formats": main, "draft_formats": draft, "plan": calibration.LAUNCH}
 
     def convert_early(self, preset, store, report: Callable[[str], None], stop: threading.Event) -> None:
