@@ -216,3 +216,25 @@ def test_a_stop_in_a_long_prefill_through_the_page_frees_the_machine_for_the_nex
     admitted.result(timeout=HANG_GUARD_S)
     assert 'data-tokens="16"' in admitted.outputs()[-1][3]
     assert not any(r.alive() for r in cut)  # the prefill was cut, not run to its first token
+
+
+def test_the_sides_prompt_checks_share_one_tokenizer_so_a_side_loaded_again_adds_no_threads(smollm2_ir):
+    """Every side's prompt checks for one model folder use one tokenizer: each OpenVINO
+    tokenizer keeps 4 native threads, and a side loaded again after a Stop or a crash used to
+    make a new one (the soak's thread check caught it under load)."""
+    from demo.engine.pipelines import PairKey, PromptChecks
+
+    key = PairKey(str(smollm2_ir), str(smollm2_ir), "draft", PipelineOptions(threads=1))
+
+    def native_threads() -> int:
+        return int(next(line for line in Path("/proc/self/status").read_text().splitlines()
+                        if line.startswith("Threads:")).split()[1])
+
+    first = PromptChecks(key, BASELINE)
+    first.count_tokens("warm the tokenizer's threads")
+    before = native_threads()
+    again = [PromptChecks(key, side) for side in (SPECULATIVE, BASELINE, SPECULATIVE)]
+    for checks in again:
+        checks.count_tokens("a prompt")
+    assert all(checks.tokenizer is first.tokenizer for checks in again)
+    assert native_threads() == before

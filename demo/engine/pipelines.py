@@ -6,6 +6,7 @@ as a race's runner is openvino_runner.py's.
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
@@ -222,15 +223,24 @@ class PipelineCache:
                 self._evict_oldest()
 
 
+@functools.lru_cache(maxsize=8)
+def shared_tokenizer(folder: str):
+    """One tokenizer per model folder for every side's prompt checks in this process: each
+    OpenVINO tokenizer keeps 4 native threads, and a side loaded again (after a Stop or a
+    crash) would otherwise add 4 more each time. It is safe to share: OpenVINO GenAI's
+    Tokenizer keeps a queue of infer requests for callers on several threads."""
+    import openvino_genai
+
+    return openvino_genai.Tokenizer(folder)
+
+
 class PromptChecks:
     """A side's prompt checks without its pipeline: the tokenizer read from the main model's
     folder, as the pipeline itself reads it, and the limits its key gives."""
 
     def __init__(self, key: PairKey, side: str):
-        import openvino_genai
-
         self.key, self.side = key, side
-        self.tokenizer = openvino_genai.Tokenizer(key.main_of(side))
+        self.tokenizer = shared_tokenizer(str(key.main_of(side)))
         self.max_context = max_context(Path(key.main_of(side)))
         self.max_prompt = placement.max_prompt_tokens(key.options, key.method)
         self.kv_tokens = kv_capacity.side_capacity(key.main_of(side), key.draft, side, key.method, key.options)
