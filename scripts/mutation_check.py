@@ -97,6 +97,22 @@ class Mutation:
 
 MUTATIONS = [
     Mutation(
+        "beside: the baseline timed after the speculative pipeline",
+        "race mode's baseline runs only once the speculative side's timing is over, so neither is timed as a race",
+        "demo/calibrate/beside.py",
+        "    thread.start()\n    try:\n        result = timed()\n    finally:",
+        "    try:\n        result = timed()\n    finally:\n        thread.start()",
+        ("tests/test_calibrate.py::test_the_pipeline_overhead_is_measured_from_real_steps",),
+    ),
+    Mutation(
+        "calibration: race baseline from the wrong pair",
+        "the race baseline's rate is not the one it ran at beside the chosen pair",
+        "demo/calibrate/calibration.py",
+        '        rates = overheads[mode].get("baseline_rates") or plain[mode]["rates"][fmt]',
+        '        rates = overheads[mode].get("baseline_rates", [1.0]) if mode == "fair" else [1.0]',
+        ("tests/test_calibrate.py::test_the_fastest_main_alone_is_the_fastest_measured",),
+    ),
+    Mutation(
         "cost model: every format timed with race threads",
         "a format far behind the fastest with the whole machine is timed alone with race threads all the same",
         "demo/calibrate/cost_model.py",

@@ -28,7 +28,10 @@ def measure_overhead(args, send):
     predicted = {str(k): args["predicted_step_s"][str(k)] for k in ks}
     return {"main_format": args["pair"][0], "draft_format": args["pair"][1], "measured_step_s": dict(predicted),
             "predicted_step_s": predicted, "extra_s": {str(k): 0.0 for k in ks}, "per_step_s": 0.0,
-            "per_guess_s": 0.0, "baseline_step_s": args["one_token_s"], "baseline_overhead_s": 0.0}
+            "per_guess_s": 0.0, "baseline_step_s": args["one_token_s"], "baseline_overhead_s": 0.0,
+            # race mode: the baseline beside it, its main named by its folder (tmp/main-FORMAT)
+            **({"baseline_rates": [1 / MAIN_STEP_S[args["beside"].rsplit("main-", 1)[1]]] * 3, "beside_share": 1.0}
+               if args.get("beside") else {})}
 
 
 def measure_plain(args, send):

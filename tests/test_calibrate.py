@@ -87,13 +87,14 @@ def test_choice_is_the_fastest_fitting_candidate(result):
 
 
 def test_the_main_alone_is_measured_in_both_modes_and_is_the_baseline(result):
-    """The real baseline pipeline, each mode, 3 rounds × 1 prompt; with one main format it is
-    the baseline, and "fastest alone" is its measured median, no longer a prediction."""
+    """The real baseline pipeline, each mode (fair: 3 rounds × 1 prompt alone; race: beside the
+    speculative pipeline, as many runs as that took); with one main format it is the baseline,
+    and "fastest alone" is its measured median, no longer a prediction."""
     for mode in ("fair", "race"):
         rates = result.plain[mode].rates["gguf"]
-        assert len(rates) == 3 and all(r > 0 for r in rates)
+        assert (len(rates) == 3 if mode == "fair" else len(rates) >= 2) and all(r > 0 for r in rates)
         assert result.baseline[mode].main_format == "gguf"
-        assert result.baseline[mode].baseline_tok_s == sorted(rates)[1]
+        assert result.baseline[mode].baseline_tok_s == cost_model.median(rates)
     # An independent check of the rate: the bare model's real decoding step, timed by the
     # greedy answers (measure_main), is within a factor of 2 of the pipeline's token.
     assert 0.5 < sorted(result.plain["fair"].rates["gguf"])[1] * result.main["gguf"].decode_step_s < 2.0
@@ -233,11 +234,19 @@ def test_the_pipeline_overhead_is_measured_from_real_steps(result):
     assert set(steps) == {str(k) for k in cost_model.overhead_ks(K_MAX)} == {"1", "3"}
     assert all(v > 0 for v in steps.values())
     assert steps["3"] > steps["1"], steps  # two more draft steps and two more verified tokens
-    # The main alone was timed in the same baseline pipeline just before: its step is that
-    # timing (its median rate), not a second load of the same pipeline.
-    for mode in ("fair", "race"):
-        rates = result.plain[mode].rates[result.pipeline_overhead[mode].main_format]
-        assert result.pipeline_overhead[mode].baseline_step_s == pytest.approx(1 / sorted(rates)[1])
+    # Fair mode: the main alone was timed in the same baseline pipeline just before; its step
+    # is that timing (its median rate), not a second load of the same pipeline.
+    fair = result.plain["fair"].rates[result.pipeline_overhead["fair"].main_format]
+    assert len(fair) == 3 and result.pipeline_overhead["fair"].baseline_step_s == pytest.approx(1 / sorted(fair)[1])
+    # Race mode, one main format: the baseline decoded beside the speculative pipeline for most
+    # of its timing, as in a race (each run's first token and prefill aside), and those runs are
+    # the race baseline's rates; no stage timed it alone.
+    race = result.pipeline_overhead["race"]
+    assert result.plain["race"].beside == f"gguf/{race.draft_format}"
+    assert result.plain["race"].rates == {"gguf": race.baseline_rates}
+    assert len(race.baseline_rates) >= 2 and race.beside_share > 0.5, race
+    assert race.baseline_step_s == pytest.approx(1 / cost_model.median(race.baseline_rates))
+    assert result.baseline["race"].baseline_tok_s == pytest.approx(cost_model.median(race.baseline_rates))
 
 
 def test_the_chosen_pair_was_timed_in_its_own_real_pipeline(result):
@@ -271,7 +280,7 @@ def test_a_pair_that_wins_on_another_pairs_overhead_is_timed_before_it_is_chosen
         return min(pool, key=lambda c: c["step_s"])
 
     assert fastest(pool_for(lambda pair: {"per_guess_s": 0.0}))["main_format"] == "a"  # the bare model's pick
-    best, pool, timed = calibration.choose_timed(("a", "x"), time_pipeline, pool_for, fastest)
+    best, pool, timed = cost_model.choose_timed(("a", "x"), time_pipeline, pool_for, fastest)
     assert (best["main_format"], best["draft_format"]) == ("b", "x")
     assert best["step_s"] == pytest.approx(0.130)  # its own 5 ms a guess, not a's 10
     assert timings == [("a", "x"), ("b", "x")] and set(timed) == set(timings)
@@ -280,7 +289,7 @@ def test_a_pair_that_wins_on_another_pairs_overhead_is_timed_before_it_is_chosen
     # When the first pair stays the best once timed, nothing else is timed.
     timings.clear()
     per_guess[("a", "x")] = 0.0
-    best, _, timed = calibration.choose_timed(("a", "x"), time_pipeline, pool_for, fastest)
+    best, _, timed = cost_model.choose_timed(("a", "x"), time_pipeline, pool_for, fastest)
     assert best["main_format"] == "a" and timings == [("a", "x")]
 
 
@@ -546,17 +555,71 @@ def test_startup_calibrates_once_then_loads_the_chosen_formats(session_store, sm
     again.cache.clear()
 
 
+def test_a_launch_says_ready_on_the_race_pipelines_calibration_timed_without_loading_them_again(
+        presets, session_store, tmp_path, monkeypatch):
+    """Calibration times race mode on the app's own race pipelines (race_pair, the engine's
+    pipeline cache): Ready then finds the chosen pair loaded and warm. Here a stand-in
+    calibration loads int8 + gguf through race_pair as the real one does and chooses it; the
+    pair builder runs twice in all (the default pair, the timed pair), not a third time."""
+    import yaml
+
+    from demo.calibrate.launch import LaunchCalibrator
+    from demo.core.settings import race_threads
+    from demo.engine import child_side
+    from demo.engine.arena import Arena, RaceRequest
+    from demo.engine.pipelines import PipelineCache
+    from demo.models.presets import DEFAULT_MODELS_YAML, load_presets
+    from demo.models.sources import ModelStore
+
+    raw = yaml.safe_load(DEFAULT_MODELS_YAML.read_text())
+    raw["presets"]["smollm2-self-draft"]["main"]["format"] = raw["presets"]["smollm2-self-draft"]["draft"]["format"] = "auto"
+    raw["default"] = "smollm2-self-draft"
+    (tmp_path / "models.yaml").write_text(yaml.safe_dump(raw))
+    presets = load_presets(tmp_path / "models.yaml")
+    (tmp_path / "cache").mkdir()
+    (tmp_path / "cache" / "models").symlink_to((session_store.cache_dir / "models").resolve(), target_is_directory=True)
+    store = ModelStore(tmp_path / "cache")
+    built = []
+
+    def counting(key, status=lambda m: None):
+        built.append((key.main, key.draft, key.options.threads))
+        return child_side.build_pair(key, status)
+
+    timed = []
+
+    def calibrate_on_the_apps_pipelines(preset, store, report=lambda m: None, race_pair=None, **kw):
+        main, draft = (str(store.prepare(spec, weight_format=f).path) for spec, f in ((preset.main, "int8"),
+                                                                                     (preset.draft, "gguf")))
+        runners = race_pair(main, draft, None, race_threads())
+        timed.append(runners)
+        return saved(preset, store, {m: ("int8", "gguf", 2) for m in ("race", "fair")})
+
+    monkeypatch.setattr(calibration, "calibrate", calibrate_on_the_apps_pipelines)
+    arena = Arena(presets, store, cache=PipelineCache(side_builder=child_side.build_child_side, pair_builder=counting))
+    try:
+        arena.start_background_warmup(calibrator=LaunchCalibrator()).join(timeout=600)
+        assert arena.startup.get()[0] == "ready", arena.startup.get()
+        pair = arena.prepared(RaceRequest(prompt="x"))
+        assert (pair.main_format, pair.draft_format) == ("int8", "gguf")
+        assert len(built) == 2 and built[1] == (str(pair.main), str(pair.draft), race_threads()), built
+        assert arena.runners(RaceRequest(prompt="x")) == timed[0], "the race pipelines were loaded again"
+        assert len(built) == 2
+    finally:
+        arena.cache.clear()
+
+
 def test_a_busy_machine_is_noticed():
     """Another process spinning on one core is seen (about 1/cores of the CPU), whatever
     this process itself does meanwhile."""
     import subprocess
     import sys
 
+    from demo.core.machine import others_busy
     from demo.core.settings import cpu_cores
 
     spinner = subprocess.Popen([sys.executable, "-c", "import time\nt = time.time()\nwhile time.time() - t < 3: pass"])
     try:
-        busy = measure.others_busy(1.0)
+        busy = others_busy(1.0)
     finally:
         spinner.kill()
     assert busy is not None and busy >= 0.6 / cpu_cores()
@@ -736,6 +799,13 @@ def test_the_fastest_main_alone_is_the_fastest_measured(presets, tmp_path, monke
     assert result.fastest_alone.baseline_tok_s == pytest.approx(1 / 0.025)
     alone = {c.main_format: c.baseline_tok_s for c in result.candidates if c.mode == "fair"}
     assert alone == {"gguf": pytest.approx(20.0), "int4_sym": pytest.approx(40.0)}
+    # gguf alone ran at half int4_sym's rate with the whole machine: only int4_sym is left for
+    # race mode, so no stage times it alone; the race baseline's rate is what it ran beside
+    # the chosen pair (the made-up stage: 1/25 ms).
+    assert set(result.plain) == {"fair", "race"} and result.plain["race"].beside == "int4_sym/gguf"
+    assert result.baseline["race"].main_format == "int4_sym"
+    assert result.baseline["race"].baseline_tok_s == pytest.approx(40.0)
+    assert result.pipeline_overhead["race"].baseline_rates == [pytest.approx(40.0)] * 3
 
 
 def test_a_pair_used_as_shipped_is_not_calibrated_and_says_what_to_run_instead(presets, tmp_path):

@@ -240,13 +240,14 @@ def test_calibration_skips_a_crashing_format_and_resumes_after_an_interruption(o
         calibration.calibrate(preset, store, slot=interrupt_at("timing a real speculative pipeline"), **kw)
     assert log.read_text().splitlines() == [f"{int4.name}|{race_threads()}"]
     saved = json.loads(calibration_store.stages_path(store, preset.name, calibration_store.fingerprint(preset, store)).read_text())
-    # The main alone is timed before any speculative pipeline.
-    assert set(saved["stages"]) == {"drafts", "main:gguf", "main:int4_sym", "plain:fair", "plain:race"}
+    # The main alone is timed before any speculative pipeline (with race threads only when both
+    # formats came close with the whole machine: cost_model.race_contenders).
+    assert set(saved["stages"]) - {"plain:race"} == {"drafts", "main:gguf", "main:int4_sym", "plain:fair"}
 
     messages = []
     result = calibration.calibrate(preset, store, report=messages.append, **kw)
     reused = [m for m in messages if m.endswith("measured before this restart, reused")]
-    assert len(reused) == 5, messages
+    assert len(reused) == len(saved["stages"]), messages
     assert len(log.read_text().splitlines()) == 1, "a recorded crash was tried again"
     assert {c.main_format for c in result.candidates} == {"gguf"}
     assert "int4_sym" not in result.plain["race"].rates  # its race threads crash: never timed alone either

@@ -45,9 +45,10 @@ from ..models.calibration_result import Calibration
 from ..models.calibration_store import CALIBRATION_VERSION, cache_path, fingerprint, stages_path
 from ..models.sources import has_formats
 from .cost_model import median as cost_model_median
-from .cost_model import (PLAIN_MARGIN, RACE_MARGIN, overhead_ks, pick_among_fastest, plain_choice, plain_contenders,
-                         predict, race_contenders)
-from .measure import DRAFT_REPEATS, PREFIX_TOKENS, REPEATS, agreement, others_busy, sparse_points
+from .cost_model import (PLAIN_MARGIN, RACE_MARGIN, choose_timed, overhead_ks, pair_of, pick_among_fastest,
+                         plain_choice, plain_contenders, predict, race_contenders)
+from ..core.machine import others_busy
+from .measure import DRAFT_REPEATS, PREFIX_TOKENS, REPEATS, agreement, sparse_points
 from ..core.files import write_atomic
 
 DEFAULT_K_MAX = 8
@@ -103,26 +104,6 @@ LAUNCH = Plan("launch", sparse_fair=True, repeats=3, acceptance_per_main=False, 
               plain_rounds=2, plain_prompts=1, plain_new_tokens=24)
 
 
-def pair_of(candidate: dict) -> tuple:
-    return candidate["main_format"], candidate["draft_format"]
-
-
-def choose_timed(first: tuple, time_pipeline: Callable[[tuple], dict],
-                 pool_for: Callable[[Callable[[tuple], dict]], list], pick: Callable[[list], dict]):
-    """(choice, its pool, {pair: timing}): the pick among `pool_for`'s candidates once every
-    pair is predicted with a real pipeline's overhead, that of its own pair where it was
-    timed and the first pair's otherwise. Whenever the pick is a pair not yet timed, that
-    pair is timed and the pick made again: each pair at most once, so it ends, and the
-    chosen pair's prediction always carries its own measured overhead."""
-    timed = {first: time_pipeline(first)}
-    while True:
-        pool = pool_for(lambda pair: timed.get(pair, timed[first]))
-        best = pick(pool)
-        if pair_of(best) in timed:
-            return best, pool, timed
-        timed[pair_of(best)] = time_pipeline(pair_of(best))
-
-
 # -- the whole calibration ----------------------------------------------------------------
 
 def prepare_candidates(preset, store, main_formats: Sequence[str] = DEFAULT_MAIN_FORMATS,
@@ -147,20 +128,23 @@ def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMA
               prompts: Optional[Sequence[str]] = None, max_new_tokens: int = DEFAULT_NEW_TOKENS,
               budget: Optional[int] = None, report: Report = lambda m: None,
               stop: Optional[threading.Event] = None, slot=None,
-              stages_module: str = "demo.calibrate.stages", plan: Plan = FULL) -> Calibration:
+              stages_module: str = "demo.calibrate.stages", plan: Plan = FULL,
+              race_pair: Optional[Callable[..., dict]] = None) -> Calibration:
     """Measure `preset` on this machine, save the choice and return it, its `path` set
     (see the module docstring; the saved form: demo.models.calibration_result).
 
     Every measurement runs in a child process, one stage at a time (demo.calibrate.stages):
     `slot(what)` is entered around each stage (the app's admission point, so visitors wait
     one stage at most), a native crash skips its configuration, and a restart resumes from
-    the stages saved."""
+    the stages saved. `race_pair(main, draft, baseline_main, threads)`, when given (the app at
+    launch), loads the app's own race pipelines of those folders: race mode is timed on them,
+    so the chosen pair is already warm when the app says Ready."""
     from ..core.bench_prompts import select
     from ..core.memory import budget_bytes, gb
     from ..core.settings import cpu_cores, race_threads
     from ..engine import llamacpp
     from ..engine.safety import SafetyRecord
-    from .stages import StageRunner
+    from .stages import StageRunner, measure_overhead
 
     if preset.draft is None:
         raise DemoError(f"Preset {preset.name!r} has no draft model; there is nothing to calibrate.")
@@ -259,6 +243,8 @@ def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMA
                 for f in set(behind) - set(timed_alone):
                     report(f"main model {f} alone ran under 1/{RACE_MARGIN} of the fastest format's rate with the "
                            "whole machine: not timed alone with race threads")
+                if len(timed_alone) == 1:  # nothing to choose: timed beside the speculative pipeline, below
+                    continue
             plain[mode] = stages.run(f"plain:{mode}", "measure_plain", {
                 "folders": {f: str(folders[("main", f)]) for f in timed_alone}, "threads": n,
                 "texts": texts[:plan.plain_prompts], "max_new_tokens": plan.plain_new_tokens, "rounds": plan.plain_rounds,
@@ -268,10 +254,18 @@ def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMA
         if llama_gguf is not None:
             llama_gguf.unlink(missing_ok=True)
     for mode in threads:
+        if mode not in plain:  # one format left: the race baseline, its rate timed in the race below
+            plain_pick[mode] = {"main_format": timed_alone[0], "ties": list(timed_alone)}
+            continue
         if not any(plain[mode]["rates"].values()):
             raise DemoError(f"No main format of {preset.name!r} runs alone on this CPU with {mode} threads; "
                             "run python -m demo.doctor to see which configurations crash.")
         plain_pick[mode] = plain_choice({f: r for f, r in plain[mode]["rates"].items() if r})
+
+    def baseline_of(mode: str, main_format: str) -> str:
+        """The main the baseline runs in `mode` beside a pair on `main_format`: the pair's own
+        main when it ties with the fastest without a draft (same weights on both sides)."""
+        return main_format if main_format in plain_pick[mode]["ties"] else plain_pick[mode]["main_format"]
 
     def candidates_for(mode: str, overhead_of: Callable[[tuple], Optional[dict]]) -> list[dict]:
         """Every configuration of `mode`, each pair predicted with overhead_of(pair): a real
@@ -319,7 +313,8 @@ def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMA
             report(f"timing a real speculative pipeline ({mode} threads): main {pair[0]}, draft {pair[1]}, "
                    f"K={', '.join(map(str, ks))}")
             m, d = mains[pair[0]], drafts[pair[1]]
-            return stages.run(f"overhead:{mode}:{pair[0]}/{pair[1]}", "measure_overhead", {
+            name, what = f"overhead:{mode}:{pair[0]}/{pair[1]}", f"timing a real speculative pipeline ({mode} threads)"
+            args = {
                 "pair": list(pair), "main_folder": str(folders[("main", pair[0])]),
                 "draft_folder": str(folders[("draft", pair[1])]),
                 "texts": (texts if mode == "fair" else texts[:1])[:plan.overhead_prompts],
@@ -327,9 +322,19 @@ def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMA
                                    or plan.overhead_new_tokens or max_new_tokens), "threads": n, "ks": list(ks),
                 "predicted_step_s": {str(k): predict(m["verify_s"][mode], d["step_s"][mode], runs[pair], k)["step_s"]
                                      for k in ks},
-                "one_token_s": m["verify_s"][mode][0],  # and the same baseline pipeline, just timed alone:
-                "baseline_step_s": 1 / cost_model_median(alone) if (alone := plain[mode]["rates"].get(pair[0])) else None},
-                what=f"timing a real speculative pipeline ({mode} threads)")
+                "one_token_s": m["verify_s"][mode][0],
+                # Race mode: the baseline beside it, as a race runs them (demo.calibrate.beside);
+                # fair mode: the same baseline pipeline, just timed alone.
+                **({"beside": str(folders[("main", baseline_of(mode, pair[0]))])} if mode == "race" else
+                   {"baseline_step_s": 1 / cost_model_median(plain[mode]["rates"][pair[0]])
+                    if plain[mode]["rates"].get(pair[0]) else None})}
+            if mode == "race" and race_pair is not None:  # the app's own race pipelines: warm at Ready
+                try:
+                    return stages.run_here(name, lambda: measure_overhead(args, lambda m: None, race_pair(
+                        args["main_folder"], args["draft_folder"], args["beside"], n)), what)
+                except DemoError as e:
+                    report(f"the app's own race pipelines could not be timed ({e}); timing them in a child instead")
+            return stages.run(name, "measure_overhead", args, what=what)
 
         first = max(fitting(candidates_for(mode, lambda pair: None)), key=lambda c: c["speculative_tok_s"])
         choice[mode], pool, timed = choose_timed(
@@ -342,9 +347,13 @@ def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMA
     # The baseline of each mode: the chosen pair's own main when it ties with the fastest
     # without a draft (same weights on both sides), else the fastest itself.
     baseline = {}
-    for mode, pick in plain_pick.items():
-        fmt = choice[mode]["main_format"] if choice[mode]["main_format"] in pick["ties"] else pick["main_format"]
-        baseline[mode] = {"main_format": fmt, "baseline_tok_s": cost_model_median(plain[mode]["rates"][fmt])}
+    for mode in plain_pick:
+        fmt = baseline_of(mode, choice[mode]["main_format"])
+        rates = overheads[mode].get("baseline_rates") or plain[mode]["rates"][fmt]  # race mode: as it raced
+        baseline[mode] = {"main_format": fmt, "baseline_tok_s": cost_model_median(rates)}
+    if "race" not in plain:  # not timed alone (one format left): its rates beside the chosen pair
+        plain["race"] = {"rates": {baseline["race"]["main_format"]: overheads["race"]["baseline_rates"]},
+                         "interleaved": False, "beside": "/".join(pair_of(choice["race"]))}
     result = Calibration.model_validate({
         "calibration_version": CALIBRATION_VERSION,
         "preset": preset.name,

@@ -155,3 +155,23 @@ def fit_overhead(measured_step_s: dict, predicted_step_s: Callable[[int], float]
     extra0, extra1 = m0 - predicted_step_s(k0), m1 - predicted_step_s(k1)
     per_guess = (extra1 - extra0) / (k1 - k0)
     return extra0 - per_guess * k0, per_guess
+
+
+def pair_of(candidate: dict) -> tuple:
+    return candidate["main_format"], candidate["draft_format"]
+
+
+def choose_timed(first: tuple, time_pipeline: Callable[[tuple], dict],
+                 pool_for: Callable[[Callable[[tuple], dict]], list], pick: Callable[[list], dict]):
+    """(choice, its pool, {pair: timing}): the pick among `pool_for`'s candidates once every
+    pair is predicted with a real pipeline's overhead, that of its own pair where it was
+    timed and the first pair's otherwise. Whenever the pick is a pair not yet timed, that
+    pair is timed and the pick made again: each pair at most once, so it ends, and the
+    chosen pair's prediction always carries its own measured overhead."""
+    timed = {first: time_pipeline(first)}
+    while True:
+        pool = pool_for(lambda pair: timed.get(pair, timed[first]))
+        best = pick(pool)
+        if pair_of(best) in timed:
+            return best, pool, timed
+        timed[pair_of(best)] = time_pipeline(pair_of(best))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import shlex
 import threading
 from pathlib import Path
-from typing import Callable, ContextManager, Sequence
+from typing import Callable, ContextManager, Optional, Sequence
 
 from ..models import formats
 from ..models.calibration_result import Calibration
@@ -69,8 +69,8 @@ class LaunchCalibrator:
         calibration.prepare_candidates(preset, store, plan["main_formats"], plan["draft_formats"], report=report)
 
     def calibrate(self, preset, store, report: Callable[[str], None],
-                  slot: Callable[[str], ContextManager]) -> Calibration:
-        return calibration.calibrate(preset, store, report=report, slot=slot, **self.plan())
+                  slot: Callable[[str], ContextManager], race_pair: Optional[Callable[..., dict]] = None) -> Calibration:
+        return calibration.calibrate(preset, store, report=report, slot=slot, race_pair=race_pair, **self.plan())
 
     def summary_lines(self, result: Calibration, cache_dir: Path) -> list[str]:
         return launch_lines(result, f"python -m demo.calibrate --cache-dir {shlex.quote(str(cache_dir))}")

@@ -29,29 +29,6 @@ OVERHEAD_MAX_ROUNDS = 10
 WARMUP_TOKENS = 8  # the untimed first run of a pipeline being timed: a few steps at the first K
 
 
-def others_busy(seconds: float = 1.0) -> Optional[float]:
-    """Share of all cores that other processes kept busy over `seconds` (Linux), or None.
-
-    Not the load average: right after this process converted weights that still reads
-    high, although the machine is quiet for the measurement about to start.
-    """
-    def sample():
-        with open("/proc/stat") as f:
-            fields = [int(x) for x in f.readline().split()[1:]]
-        with open("/proc/self/stat") as f:
-            own = f.read().rsplit(")", 1)[1].split()
-        return sum(fields), fields[3] + fields[4], int(own[11]) + int(own[12])  # total, idle+iowait, utime+stime
-
-    try:
-        total0, idle0, own0 = sample()
-        time.sleep(seconds)
-        total1, idle1, own1 = sample()
-    except (OSError, ValueError, IndexError):
-        return None
-    elapsed = total1 - total0
-    return max(0.0, (elapsed - (idle1 - idle0) - (own1 - own0)) / elapsed) if elapsed else None
-
-
 def step_costs(model: StatefulModel, ms: Sequence[int], repeats: int = REPEATS) -> list[float]:
     """Seconds of one forward step of M new tokens after a prefix of PREFIX_TOKENS or a few
     more, for each M in `ms` (a list in that order): the fastest of `repeats` rounds.
@@ -190,7 +167,8 @@ def draft_guesses(model: StatefulModel, prompt_ids: Sequence[int], answer: Seque
 def pipeline_overhead(pair: tuple, folders: dict, prompts: Sequence[str], max_new_tokens: int,
                       threads: Optional[int], ks: Sequence[int], predicted_step_s: Callable[[int], float],
                       one_token_s: float, stop: Optional[threading.Event] = None,
-                      baseline_step_s: Optional[float] = None) -> dict:
+                      baseline_step_s: Optional[float] = None, beside: Optional[str] = None,
+                      runners: Optional[dict] = None) -> dict:
     """What a real speculative pipeline adds to each step beyond the model's K draft
     steps and one verify step, as a + b·K seconds; and what a real baseline pipeline adds
     to each token beyond the main model's one-token step `one_token_s`.
@@ -205,15 +183,22 @@ def pipeline_overhead(pair: tuple, folders: dict, prompts: Sequence[str], max_ne
     The raw model leaves all that out, and a fixed cost per step weighs most on small K.
     `baseline_step_s`, when the same baseline pipeline was just timed alone (plain_rates),
     is used as its step instead of loading it again (a load costs a main model's first
-    inference, 5–9 s on a 2-core Zen 4)."""
+    inference, 5–9 s on a 2-core Zen 4). `beside` (race mode: a main folder) times the two
+    as a race does, at once (demo.calibrate.beside): the baseline runs that main beside the
+    speculative pipeline, and its rates per run come back too; `runners`, when given, are
+    that pair's warm runners (the app's own race pipelines), used and left loaded."""
     import gc
+    from concurrent.futures import ThreadPoolExecutor
 
     from ..core.settings import GenerationSettings, PipelineOptions
     from ..core.streaming import BASELINE, SPECULATIVE
-    from ..engine.pipelines import PairKey, build_side
+    from ..engine.pipelines import PairKey, build_pair, build_side
+    from .beside import time_beside
+    from .cost_model import median
 
     key = PairKey(str(folders[("main", pair[0])]), str(folders[("draft", pair[1])]), "draft",
-                  PipelineOptions(threads=threads))
+                  PipelineOptions(threads=threads),
+                  baseline_main=beside if beside and beside != str(folders[("main", pair[0])]) else None)
 
     def step_s(runner, k_values: Sequence[int]) -> dict:
         """Seconds per streamed step at each K, the K interleaved prompt by prompt (so a
@@ -237,8 +222,25 @@ def pipeline_overhead(pair: tuple, folders: dict, prompts: Sequence[str], max_ne
                 break
         return {k: seconds[k] / steps[k] for k in k_values}
 
-    measured = {} if baseline_step_s is None else {(BASELINE, ks[0]): baseline_step_s}
-    for side in (BASELINE, SPECULATIVE) if baseline_step_s is None else (SPECULATIVE,):  # one at a time
+    k0, extra = ks[0], {}
+    if beside is not None:
+        own, runners = runners is None, runners or build_pair(key, lambda m: None)  # warmed up at once, as a race
+        try:
+            first = GenerationSettings(max_new_tokens=WARMUP_TOKENS, assistant_tokens=k0)
+            with ThreadPoolExecutor(2) as pool:  # a real prompt's first run compiles new shapes: untimed
+                list(pool.map(lambda r: r.run(prompts[0], first, lambda chunk: True), runners.values()))
+            steps, rates, share = time_beside(runners[BASELINE], prompts, GenerationSettings(max_new_tokens=max_new_tokens),
+                                              lambda: step_s(runners[SPECULATIVE], ks), decode_tok_s, stop)
+        finally:
+            if own:
+                del runners
+                gc.collect()
+        measured = {(SPECULATIVE, k): v for k, v in steps.items()}
+        measured[(BASELINE, k0)] = 1 / median(rates)
+        extra = {"baseline_rates": rates, "beside_share": share}
+    else:
+        measured = {} if baseline_step_s is None else {(BASELINE, k0): baseline_step_s}
+    for side in (() if beside else (BASELINE, SPECULATIVE) if baseline_step_s is None else (SPECULATIVE,)):
         runner = build_side(key, side, lambda m: None, warmup=False)
         try:
             # A real prompt's first run compiles kernels for new shapes: untimed.
@@ -249,14 +251,14 @@ def pipeline_overhead(pair: tuple, folders: dict, prompts: Sequence[str], max_ne
         finally:
             del runner
             gc.collect()
-    k0 = ks[0]
     per_step, per_guess = fit_overhead({k: measured[(SPECULATIVE, k)] for k in ks}, predicted_step_s)
     return {"main_format": pair[0], "draft_format": pair[1],
             "measured_step_s": {str(k): measured[(SPECULATIVE, k)] for k in ks},
             "predicted_step_s": {str(k): predicted_step_s(k) for k in ks},
             "extra_s": {str(k): measured[(SPECULATIVE, k)] - predicted_step_s(k) for k in ks},
             "per_step_s": per_step, "per_guess_s": per_guess,
-            "baseline_step_s": measured[(BASELINE, k0)], "baseline_overhead_s": measured[(BASELINE, k0)] - one_token_s}
+            "baseline_step_s": measured[(BASELINE, k0)], "baseline_overhead_s": measured[(BASELINE, k0)] - one_token_s,
+            **extra}
 
 
 def prompt_ids(folder: Path, prompts: Sequence[str]) -> tuple[list[list[int]], int]:

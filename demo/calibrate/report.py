@@ -72,7 +72,9 @@ def _measured(result: Calibration) -> list[str]:
                          + (" (below the bound: not a candidate)" if share < (result.min_agreement or 0) else ""))
     for mode, p in result.plain.items():
         rates = {f: median(r) for f, r in p.rates.items() if r}
-        lines.append(f"  {mode:4s} main alone, real pipelines {'interleaved' if p.interleaved else 'one after another'}"
+        how = (f"beside the {p.beside} speculative pipeline, as it races" if p.beside else
+               f"real pipelines {'interleaved' if p.interleaved else 'one after another'}")
+        lines.append(f"  {mode:4s} main {'without a draft' if p.beside else 'alone'}, {how}"
                      f" ({sum(len(r) for r in p.rates.values())} runs): "
                      + ", ".join(f"{f} {v:.1f}" for f, v in sorted(rates.items(), key=lambda x: -x[1]))
                      + " tok/s after the first token (median)")

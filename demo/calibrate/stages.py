@@ -157,15 +157,19 @@ def recheck(model, curve: list, decode_s: list, ms: list, repeats: int, sparse: 
     return [min(a, b) for a, b in zip(curve, again)]
 
 
-def measure_overhead(args: dict, send) -> dict:
-    """What a real speculative (and baseline) pipeline adds per step, for one mode."""
+def measure_overhead(args: dict, send, runners: Optional[dict] = None) -> dict:
+    """What a real speculative (and baseline) pipeline adds per step, for one mode; in race
+    mode (`beside`: the baseline's main folder) the two timed at once, as a race runs them
+    (`runners`: the app's own, already loaded, when it runs in the app: StageRunner.run_here)."""
     folders = {("main", args["pair"][0]): args["main_folder"], ("draft", args["pair"][1]): args["draft_folder"]}
-    for folder, role in ((args["main_folder"], "main"), (args["draft_folder"], "draft")):
+    for folder, role in dict.fromkeys(((args["main_folder"], "main"), (args["draft_folder"], "draft"),
+                                       *([(args["beside"], "main")] if args.get("beside") else []))):
         announce(send, NativeConfig(folder, role, args["threads"]))
     predicted = {int(k): v for k, v in args["predicted_step_s"].items()}
     return measure.pipeline_overhead(tuple(args["pair"]), folders, args["texts"], args["max_new_tokens"],
                                      args["threads"], args["ks"], lambda k: predicted[k], args["one_token_s"],
-                                     baseline_step_s=args.get("baseline_step_s"))
+                                     baseline_step_s=args.get("baseline_step_s"), beside=args.get("beside"),
+                                     runners=runners)
 
 
 def measure_plain(args: dict, send) -> dict:
@@ -252,6 +256,17 @@ class StageRunner:
             return result
         raise DemoError(f"OpenVINO crashed {MAX_CRASHES_PER_STAGE} times {what}; run python -m demo.doctor "
                         "to see which configurations work on this CPU.")
+
+    def run_here(self, name: str, work: Callable[[], dict], what: str) -> dict:
+        """A stage run in this process by `work` (which isolates native code itself, as the
+        app's child-process pipelines do), saved and reused after a restart like the others."""
+        if name in self.done:
+            self.report(f"{what}: measured before this restart, reused")
+            return self.done[name]
+        with self.slot(what):
+            self.done[name] = work()
+        self._save()
+        return self.done[name]
 
     def _save(self) -> None:
         write_atomic(self.path, json.dumps({"identity": self.identity, "stages": self.done}))

@@ -8,6 +8,8 @@ import hashlib
 import json
 import os
 import platform
+import time
+from typing import Optional
 
 from .settings import cpu_cores
 
@@ -82,3 +84,26 @@ def versions() -> dict:
         except Exception:  # not installed, or broken: record it as missing
             found[name] = None
     return found
+
+
+def others_busy(seconds: float = 1.0) -> Optional[float]:
+    """Share of all cores that other processes kept busy over `seconds` (Linux), or None.
+
+    Not the load average: right after this process converted weights that still reads
+    high, although the machine is quiet for the measurement about to start.
+    """
+    def sample():
+        with open("/proc/stat") as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+        with open("/proc/self/stat") as f:
+            own = f.read().rsplit(")", 1)[1].split()
+        return sum(fields), fields[3] + fields[4], int(own[11]) + int(own[12])  # total, idle+iowait, utime+stime
+
+    try:
+        total0, idle0, own0 = sample()
+        time.sleep(seconds)
+        total1, idle1, own1 = sample()
+    except (OSError, ValueError, IndexError):
+        return None
+    elapsed = total1 - total0
+    return max(0.0, (elapsed - (idle1 - idle0) - (own1 - own0)) / elapsed) if elapsed else None

@@ -372,8 +372,11 @@ class Arena:
         if plain is not None:
             rates = {f: median(r) for f, r in plain.rates.items() if r}
             best = max(rates, key=rates.get)
+            threads = '1 thread' if mode == 'race' and result.threads.get('race') == 1 else mode + ' threads'
             fastest = (f"{best} main alone, {rates[best]:.1f} tok/s after the first token, measured by calibration "
-                       f"in {mode} mode ({'1 thread' if mode == 'race' and result.threads.get('race') == 1 else mode + ' threads'})")
+                       f"in {mode} mode ({threads})" if plain.beside is None else
+                       f"{best} main without a draft, {rates[best]:.1f} tok/s after the first token, measured by "
+                       f"calibration beside the {plain.beside} speculative pipeline, as in a race ({threads})")
         reference = None
         llama = result.plain["fair"].reference.get("llama.cpp") if "fair" in result.plain else None
         if llama:

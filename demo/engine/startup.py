@@ -27,6 +27,7 @@ if TYPE_CHECKING:  # annotations only
     from ..models.presets import PresetFile
     from ..models.sources import ModelStore
     from .admission import Admission
+    from .pipelines import PipelineCache
 
 
 class Calibrator(Protocol):
@@ -44,9 +45,11 @@ class Calibrator(Protocol):
         """Convert the weight formats the calibration will measure (no quiet machine needed)."""
 
     def calibrate(self, preset, store, report: Callable[[str], None],
-                  slot: Callable[[str], ContextManager]) -> Calibration:
+                  slot: Callable[[str], ContextManager], race_pair: Optional[Callable[..., dict]] = None) -> Calibration:
         """Measure and save the choice (demo.models.calibration_store); `slot(what)` is
-        entered around each measuring stage."""
+        entered around each measuring stage; `race_pair(main, draft, baseline_main, threads)`
+        loads the engine's own race pipelines of those folders, for race mode to be timed on
+        (they stay loaded: the chosen pair is warm when the launch says Ready)."""
 
     def summary_lines(self, result: Calibration, cache_dir: Path) -> list[str]:
         """The result in a few lines for the terminal (`cache_dir`: where it is kept)."""
@@ -60,6 +63,7 @@ class WarmupHost(Protocol):
     admission: "Admission"    # each measuring stage takes the CPU in its own slot
     startup: StartupState     # the warm-up's progress, for the page's status line
     guard: "NativeGuard"      # proves each model on this CPU as soon as its folder is on disk
+    cache: "PipelineCache"    # the loaded pipelines: calibration's race timing leaves its pair here
 
     def formats_for(self, request: RaceRequest) -> dict:
         """The weight formats the request runs on (where its folders will be)."""
@@ -214,7 +218,13 @@ def _calibrate_once(arena: WarmupHost, request: RaceRequest, report: Callable[[s
         arena.startup.update("preparing", f"measuring this machine once (races wait at most one step): {message}")
         report(f"calibrating: {message}")
 
-    result = calibrator.calibrate(preset, arena.store, report=step, slot=slot)
+    def race_pair(main: str, draft: str, baseline: Optional[str], threads: Optional[int]) -> dict:
+        # The very pipelines a race of these folders gets (the request's options, the guard's
+        # proofs, the cache's memory budget), so Ready finds the chosen pair loaded and warm.
+        return arena.cache.get(Path(main), Path(draft), request.settings.method, request.options.with_threads(threads),
+                               baseline=Path(baseline) if baseline else None)
+
+    result = calibrator.calibrate(preset, arena.store, report=step, slot=slot, race_pair=race_pair)
     for line in calibrator.summary_lines(result, arena.store.cache_dir):
         report(line)
     arena.forget_prepared(preset.name)  # `format: auto` now resolves to the calibrated choice

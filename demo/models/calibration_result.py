@@ -41,10 +41,13 @@ The JSON form, as saved in the cache's calibration/ folder and written by
                            pipeline, timed interleaved: {"rates": {format: [decode tok/s]},
                            "interleaved": bool, "reference": {"llama.cpp": [tok/s]} when
                            llama-cpp-python is installed (fair mode, the same GGUF, the same
-                           rotation; a reference, never a format to choose)}
+                           rotation; a reference, never a format to choose); race mode
+                           with one format left: its rates beside the chosen pair, "beside":
+                           "MAIN/DRAFT" (no stage timed it alone)}
       baseline             {mode: FastestAlone}: the main format the arena's baseline runs in
                            that mode and its measured median rate: the fastest alone, or the
-                           chosen pair's own main where the two tie within the spread
+                           chosen pair's own main where the two tie within the spread (race
+                           mode since version 7: its rate beside the chosen pair, as it races)
       quality              {main format: share of answer tokens where its greedy choice
                            agrees with the original GGUF's}; min_agreement: the bound below
                            which a format is never chosen
@@ -105,6 +108,10 @@ class Overhead(_Model):
     per_guess_s: float   # b: what every guess adds
     baseline_step_s: float
     baseline_overhead_s: float  # the main model alone: a real token minus the model's
+    # Since version 7, race mode: the baseline timed beside the speculative pipeline, as a race
+    # runs them (demo.calibrate.beside): decode tok/s per run, and the share of the timing it decoded.
+    baseline_rates: list[float] = Field(default_factory=list)
+    beside_share: Optional[float] = None
 
 
 class Candidate(_Model):
@@ -144,6 +151,9 @@ class PlainTiming(_Model):
     # Since version 6, when llama-cpp-python is installed (fair mode): an outside engine's
     # plain decoding of the same GGUF, timed in the same rotation: {"llama.cpp": [tok/s]}.
     reference: dict[str, list[float]] = Field(default_factory=dict)
+    # Since version 7, race mode with one format left to run alone: no stage timed it alone; its
+    # rates are those it ran at beside this "MAIN/DRAFT" speculative pipeline (Overhead.baseline_rates).
+    beside: Optional[str] = None
 
 
 class Calibration(_Model):
