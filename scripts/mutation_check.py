@@ -102,7 +102,15 @@ MUTATIONS = [
         "demo/calibrate/beside.py",
         "    thread.start()\n    try:\n        result = timed()\n    finally:",
         "    try:\n        result = timed()\n    finally:\n        thread.start()",
-        ("tests/test_calibrate.py::test_the_pipeline_overhead_is_measured_from_real_steps",),
+        ("tests/test_calibrate.py::test_the_race_baseline_decodes_beside_the_speculative_timing_and_stops_with_it",),
+    ),
+    Mutation(
+        "calibration: race mode timed in a child at launch",
+        "a launch times race mode in a stage child, so the app loads the chosen race pair again before Ready",
+        "demo/calibrate/calibration.py",
+        '            if mode == "race" and race_pair is not None:',
+        "            if False:",
+        ("tests/test_calibrate.py::test_race_mode_is_timed_on_the_apps_own_pipelines_which_stay_loaded",),
     ),
     Mutation(
         "calibration: race baseline from the wrong pair",

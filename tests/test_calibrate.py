@@ -22,12 +22,40 @@ PLAN = calibration.Plan("test", repeats=3, draft_repeats=8, plain_new_tokens=32)
 
 
 @pytest.fixture(scope="module")
-def result(presets, session_store, smollm2_ir):
+def apps_pipelines():
+    """A pipeline cache like the app's (each side in a child): race mode is timed on it, as at launch."""
+    from demo.engine import child_side
+    from demo.engine.pipelines import PipelineCache
+
+    cache = PipelineCache(side_builder=child_side.build_child_side, pair_builder=child_side.build_pair)
+    yield cache
+    cache.clear()
+
+
+@pytest.fixture(scope="module")
+def result(presets, session_store, smollm2_ir, apps_pipelines):
+    from demo.core.settings import PipelineOptions
+
+    def race_pair(main, draft, baseline, threads):
+        return apps_pipelines.get(Path(main), Path(draft), "draft", PipelineOptions(threads=threads),
+                                  baseline=Path(baseline) if baseline else None)
+
     # gguf drafting for gguf agrees with itself; an int4 draft of the same model does not
     # always, which is what makes the acceptance check below worth something.
     return calibration.calibrate(presets.get("smollm2-self-draft"), session_store, main_formats=["gguf"],
                                draft_formats=["gguf", "int4_sym"], k_max=K_MAX, max_new_tokens=NEW_TOKENS,
-                               prompts=[PROMPT], plan=PLAN)
+                               prompts=[PROMPT], plan=PLAN, race_pair=race_pair)
+
+
+def test_race_mode_is_timed_on_the_apps_own_pipelines_which_stay_loaded(result, apps_pipelines, presets,
+                                                                          session_store):
+    from demo.core.settings import race_threads
+
+    preset, chosen = presets.get("smollm2-self-draft"), result.choice["race"]
+    folders = (str(session_store.ready_path(preset.main, chosen.main_format)),
+               str(session_store.ready_path(preset.draft, chosen.draft_format)))
+    loaded = {(key.main, key.draft, key.options.threads) for key, sides in apps_pipelines.loaded()}
+    assert (*folders, race_threads()) in loaded, loaded
 
 
 def test_curve_is_measured_for_every_step_size_and_mode(result):
@@ -553,6 +581,43 @@ def test_startup_calibrates_once_then_loads_the_chosen_formats(session_store, sm
     again.start_background_warmup(calibrator=LaunchCalibrator()).join(timeout=600)
     assert again.startup.get()[0] == "ready" and calls == ["smollm2-self-draft"]
     again.cache.clear()
+
+
+def test_the_race_baseline_decodes_beside_the_speculative_timing_and_stops_with_it():
+    """time_beside against a baseline that streams a token every 10 ms (20 a run): it runs
+    only while the timed work (0.5 s) does, back to back, its last run cut when that ends,
+    and decodes for most of the span; its rate is read from its own chunks (about 100 tok/s)."""
+    import time as clock
+
+    from demo.calibrate.beside import time_beside
+    from demo.core.streaming import Chunk, RunResult
+
+    runs = []
+
+    class Ticking:
+        def run(self, prompt, settings, on_chunk):
+            result = RunResult("baseline", start=clock.perf_counter(), end=0.0)
+            for _ in range(20):
+                clock.sleep(0.01)
+                result.chunks.append(Chunk("baseline", (1,), "x", "", clock.perf_counter()))
+                if not on_chunk(result.chunks[-1]):
+                    break
+            runs.append((result.start, result.chunks[-1].t))
+            return result
+
+    window = []
+
+    def timed():
+        window.append(clock.perf_counter())
+        clock.sleep(0.5)
+        window.append(clock.perf_counter())
+        return {"timed": True}
+
+    result, rates, share = time_beside(Ticking(), ["p"], None, timed, measure.decode_tok_s)
+    assert result == {"timed": True}
+    assert len(rates) >= 2 and all(60 < r < 110 for r in rates), rates
+    assert share > 0.7, share
+    assert runs[0][0] < window[0] + 0.05 and runs[-1][1] < window[1] + 0.05, (runs, window)
 
 
 def test_a_launch_says_ready_on_the_race_pipelines_calibration_timed_without_loading_them_again(
