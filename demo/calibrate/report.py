@@ -64,7 +64,8 @@ def _measured(result: Calibration) -> list[str]:
                           for k in o.measured_step_s)
         lines.append(f"  {mode:4s} pipeline, main {o.main_format}, draft {o.draft_format}: a real step {steps}; "
                      f"the other K add {o.per_step_s * 1000:.1f} ms + {o.per_guess_s * 1000:.1f} ms × K; "
-                     f"main alone {o.baseline_step_s * 1000:.1f} ms a token, {o.baseline_overhead_s * 1000:+.1f} "
+                     f"main {'without a draft beside it' if o.baseline_rates else 'alone'} "
+                     f"{o.baseline_step_s * 1000:.1f} ms a token, {o.baseline_overhead_s * 1000:+.1f} "
                      "ms on the model's")
     for fmt, share in result.quality.items():
         if fmt != "gguf":
@@ -89,9 +90,11 @@ def _verdict(result: Calibration) -> list[str]:
             lines.append(f"  {mode:4s}: main {c.main_format}, draft {c.draft_format}, K={c.k}: predicted "
                          f"{c.speculative_tok_s:.1f} tok/s vs {c.baseline_tok_s:.1f} alone ({c.speedup:.2f}×)")
             continue
+        beside = result.plain.get(mode) is not None and result.plain[mode].beside
         lines.append(f"  {mode:4s}: main {c.main_format}, draft {c.draft_format}, K={c.k}: predicted "
                      f"{c.speculative_tok_s:.1f} tok/s vs {base.baseline_tok_s:.1f} measured for the baseline, "
-                     f"{base.main_format} alone ({c.speculative_tok_s / base.baseline_tok_s:.2f}×: what speculation buys)")
+                     f"{base.main_format} {'without a draft, racing beside it' if beside else 'alone'} "
+                     f"({c.speculative_tok_s / base.baseline_tok_s:.2f}×: what speculation buys)")
     fair = result.plain.get("fair")
     base = result.baseline.get("fair")
     if fair is not None and fair.rates.get("gguf") and base:
