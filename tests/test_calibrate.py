@@ -274,6 +274,12 @@ def test_the_pipeline_overhead_is_measured_from_real_steps(result):
     assert result.plain["race"].rates == {"gguf": race.baseline_rates}
     assert len(race.baseline_rates) >= 2 and race.beside_share > 0.5, race
     assert race.baseline_step_s == pytest.approx(1 / cost_model.median(race.baseline_rates))
+    # The speculative side's decode rate per K, in the same seconds: a step's tokens (its rate
+    # times its step) lie between 1 (every guess wrong) and K+1 (every guess right).
+    assert set(race.speculative_tok_s) == set(race.measured_step_s)
+    for k, tok_s in race.speculative_tok_s.items():
+        assert 1 <= tok_s * race.measured_step_s[k] <= int(k) + 1 + 1e-6, (k, tok_s, race.measured_step_s[k])
+    assert any(line.startswith("  race measured side by side: speculative K=") for line in report.summary_lines(result))
     assert result.baseline["race"].baseline_tok_s == pytest.approx(cost_model.median(race.baseline_rates))
 
 

@@ -205,7 +205,7 @@ def pipeline_overhead(pair: tuple, folders: dict, prompts: Sequence[str], max_ne
         machine's drift hits every K alike), over rounds of the prompts until each K has
         OVERHEAD_MIN_S of timed steps (one short answer is too few to time), at most
         OVERHEAD_MAX_ROUNDS rounds."""
-        seconds, steps = dict.fromkeys(k_values, 0.0), dict.fromkeys(k_values, 0)
+        seconds, steps, tokens = dict.fromkeys(k_values, 0.0), dict.fromkeys(k_values, 0), dict.fromkeys(k_values, 0)
         for _ in range(OVERHEAD_MAX_ROUNDS):
             for text in prompts:
                 for k in k_values:
@@ -218,9 +218,13 @@ def pipeline_overhead(pair: tuple, folders: dict, prompts: Sequence[str], max_ne
                                         f"while calibrating ({run.error or 'no steps'}); check the prepared models.")
                     seconds[k] += run.chunks[-1].t - run.chunks[0].t
                     steps[k] += len(run.chunks) - 1
+                    tokens[k] += sum(len(c.token_ids) for c in run.chunks[1:])
             if min(seconds.values()) >= OVERHEAD_MIN_S:
                 break
+        decoded.update({str(k): tokens[k] / seconds[k] for k in k_values})  # tok/s after the first token
         return {k: seconds[k] / steps[k] for k in k_values}
+
+    decoded: dict = {}
 
     k0, extra = ks[0], {}
     if beside is not None:
@@ -237,7 +241,8 @@ def pipeline_overhead(pair: tuple, folders: dict, prompts: Sequence[str], max_ne
                 gc.collect()
         measured = {(SPECULATIVE, k): v for k, v in steps.items()}
         measured[(BASELINE, k0)] = 1 / median(rates)
-        extra = {"baseline_rates": rates, "beside_share": share}
+        # Both measured in the same seconds, as a race shows them: what speculation buys here, paired.
+        extra = {"baseline_rates": rates, "beside_share": share, "speculative_tok_s": dict(decoded)}
     else:
         measured = {} if baseline_step_s is None else {(BASELINE, k0): baseline_step_s}
     for side in (() if beside else (BASELINE, SPECULATIVE) if baseline_step_s is None else (SPECULATIVE,)):

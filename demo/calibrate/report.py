@@ -67,6 +67,12 @@ def _measured(result: Calibration) -> list[str]:
                      f"main {'without a draft beside it' if o.baseline_rates else 'alone'} "
                      f"{o.baseline_step_s * 1000:.1f} ms a token, {o.baseline_overhead_s * 1000:+.1f} "
                      "ms on the model's")
+    for mode, o in result.pipeline_overhead.items():
+        if o.speculative_tok_s and o.baseline_rates:  # race mode, both timed in the same seconds
+            base = median(o.baseline_rates)
+            lines.append(f"  {mode:4s} measured side by side: speculative " + ", ".join(
+                f"K={k} {v:.1f} tok/s ({v / base:.2f}×)" for k, v in o.speculative_tok_s.items())
+                + f" against the baseline's {base:.1f} tok/s beside it (decode rates after the first token)")
     for fmt, share in result.quality.items():
         if fmt != "gguf":
             lines.append(f"  main {fmt:9s} agrees with the original GGUF's greedy choice on {share:.1%} of answer tokens"

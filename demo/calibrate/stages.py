@@ -220,9 +220,15 @@ class StageRunner:
     def unusable(self) -> list[str]:
         return list(self.record.crashes())
 
-    def run(self, name: str, function: str, args: dict, what: str) -> dict:
+    def _reused(self, name: str, what: str) -> bool:
+        """Whether stage `name` was measured before a restart (its result is then self.done[name])."""
         if name in self.done:
             self.report(f"{what}: measured before this restart, reused")
+            return True
+        return False
+
+    def run(self, name: str, function: str, args: dict, what: str) -> dict:
+        if self._reused(name, what):
             return self.done[name]
         for _ in range(MAX_CRASHES_PER_STAGE):
             announced: list[NativeConfig] = []
@@ -260,8 +266,7 @@ class StageRunner:
     def run_here(self, name: str, work: Callable[[], dict], what: str) -> dict:
         """A stage run in this process by `work` (which isolates native code itself, as the
         app's child-process pipelines do), saved and reused after a restart like the others."""
-        if name in self.done:
-            self.report(f"{what}: measured before this restart, reused")
+        if self._reused(name, what):
             return self.done[name]
         with self.slot(what):
             self.done[name] = work()

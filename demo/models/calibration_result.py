@@ -112,6 +112,7 @@ class Overhead(_Model):
     # runs them (demo.calibrate.beside): decode tok/s per run, and the share of the timing it decoded.
     baseline_rates: list[float] = Field(default_factory=list)
     beside_share: Optional[float] = None
+    speculative_tok_s: dict[str, float] = Field(default_factory=dict)  # "K" -> its decode rate beside it
 
 
 class Candidate(_Model):
