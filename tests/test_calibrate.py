@@ -545,14 +545,11 @@ def test_choice_is_scored_against_a_measured_sweep():
         report.against_sweep(result, {"aggregates": sweep["aggregates"][:3]}, "race")
 
 
-def test_startup_calibrates_once_then_loads_the_chosen_formats(session_store, smollm2_ir, tmp_path, monkeypatch):
-    """`python app.py`'s warm-up: load models.yaml's pair, calibrate (here a stand-in that
-    records a choice: the real measurement is tested above), then load the chosen formats
-    before saying Ready, so the first visitor does not wait; a second start calibrates not."""
+def fixture_as_default(tmp_path, session_store):
+    """(presets, store): models.yaml with the fixture pair as the default, its formats `auto`,
+    and a cache of its own that shares the session's prepared models."""
     import yaml
 
-    from demo.calibrate.launch import LaunchCalibrator
-    from demo.engine.arena import Arena, RaceRequest
     from demo.models.presets import DEFAULT_MODELS_YAML, load_presets
     from demo.models.sources import ModelStore
 
@@ -562,10 +559,19 @@ def test_startup_calibrates_once_then_loads_the_chosen_formats(session_store, sm
     fixture["draft"] = {**fixture["draft"], "format": "auto"}
     raw["default"] = "smollm2-self-draft"
     (tmp_path / "models.yaml").write_text(yaml.safe_dump(raw))
-    presets = load_presets(tmp_path / "models.yaml")
     (tmp_path / "cache").mkdir()
     (tmp_path / "cache" / "models").symlink_to((session_store.cache_dir / "models").resolve(), target_is_directory=True)
-    store = ModelStore(tmp_path / "cache")
+    return load_presets(tmp_path / "models.yaml"), ModelStore(tmp_path / "cache")
+
+
+def test_startup_calibrates_once_then_loads_the_chosen_formats(session_store, smollm2_ir, tmp_path, monkeypatch):
+    """`python app.py`'s warm-up: load models.yaml's pair, calibrate (here a stand-in that
+    records a choice: the real measurement is tested above), then load the chosen formats
+    before saying Ready, so the first visitor does not wait; a second start calibrates not."""
+    from demo.calibrate.launch import LaunchCalibrator
+    from demo.engine.arena import Arena, RaceRequest
+
+    presets, store = fixture_as_default(tmp_path, session_store)
     calls = []
 
     def choose_int8(preset, store, report=lambda m: None, **kw):
@@ -627,29 +633,18 @@ def test_the_race_baseline_decodes_beside_the_speculative_timing_and_stops_with_
 
 
 def test_a_launch_says_ready_on_the_race_pipelines_calibration_timed_without_loading_them_again(
-        presets, session_store, tmp_path, monkeypatch):
+        session_store, smollm2_ir, tmp_path, monkeypatch):
     """Calibration times race mode on the app's own race pipelines (race_pair, the engine's
     pipeline cache): Ready then finds the chosen pair loaded and warm. Here a stand-in
     calibration loads int8 + gguf through race_pair as the real one does and chooses it; the
     pair builder runs twice in all (the default pair, the timed pair), not a third time."""
-    import yaml
-
     from demo.calibrate.launch import LaunchCalibrator
     from demo.core.settings import race_threads
     from demo.engine import child_side
     from demo.engine.arena import Arena, RaceRequest
     from demo.engine.pipelines import PipelineCache
-    from demo.models.presets import DEFAULT_MODELS_YAML, load_presets
-    from demo.models.sources import ModelStore
 
-    raw = yaml.safe_load(DEFAULT_MODELS_YAML.read_text())
-    raw["presets"]["smollm2-self-draft"]["main"]["format"] = raw["presets"]["smollm2-self-draft"]["draft"]["format"] = "auto"
-    raw["default"] = "smollm2-self-draft"
-    (tmp_path / "models.yaml").write_text(yaml.safe_dump(raw))
-    presets = load_presets(tmp_path / "models.yaml")
-    (tmp_path / "cache").mkdir()
-    (tmp_path / "cache" / "models").symlink_to((session_store.cache_dir / "models").resolve(), target_is_directory=True)
-    store = ModelStore(tmp_path / "cache")
+    presets, store = fixture_as_default(tmp_path, session_store)
     built = []
 
     def counting(key, status=lambda m: None):
