@@ -200,6 +200,8 @@ def pipeline_overhead(pair: tuple, folders: dict, prompts: Sequence[str], max_ne
                   PipelineOptions(threads=threads),
                   baseline_main=beside if beside and beside != str(folders[("main", pair[0])]) else None)
 
+    decoded: dict = {}  # "K" -> the speculative side's decode tok/s, from step_s's last call
+
     def step_s(runner, k_values: Sequence[int]) -> dict:
         """Seconds per streamed step at each K, the K interleaved prompt by prompt (so a
         machine's drift hits every K alike), over rounds of the prompts until each K has
@@ -223,8 +225,6 @@ def pipeline_overhead(pair: tuple, folders: dict, prompts: Sequence[str], max_ne
                 break
         decoded.update({str(k): tokens[k] / seconds[k] for k in k_values})  # tok/s after the first token
         return {k: seconds[k] / steps[k] for k in k_values}
-
-    decoded: dict = {}
 
     k0, extra = ks[0], {}
     if beside is not None:
