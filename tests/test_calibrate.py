@@ -123,9 +123,12 @@ def test_the_main_alone_is_measured_in_both_modes_and_is_the_baseline(result):
         assert (len(rates) == 3 if mode == "fair" else len(rates) >= 2) and all(r > 0 for r in rates)
         assert result.baseline[mode].main_format == "gguf"
         assert result.baseline[mode].baseline_tok_s == cost_model.median(rates)
-    # An independent check of the rate: the bare model's real decoding step, timed by the
-    # greedy answers (measure_main), is within a factor of 2 of the pipeline's token.
-    assert 0.5 < sorted(result.plain["fair"].rates["gguf"])[1] * result.main["gguf"].decode_step_s < 2.0
+    # An independent check of the rate: the bare model's token (measure_main: its real decoding
+    # steps along the answers, or its one-token step on the curve, whichever ran less disturbed:
+    # in CI another test file runs on the other core, and disturbance only ever adds time) is
+    # within a factor of 2 of the pipeline's token.
+    bare = min(result.main["gguf"].decode_step_s, result.main["gguf"].verify_s["fair"][0])
+    assert 0.5 < sorted(result.plain["fair"].rates["gguf"])[1] * bare < 2.0
     assert result.fastest_alone.baseline_tok_s == sorted(result.plain["fair"].rates["gguf"])[1]
 
 
