@@ -632,7 +632,8 @@ def test_the_race_baseline_decodes_beside_the_speculative_timing_and_stops_with_
     assert result == {"timed": True}
     assert len(rates) >= 2 and all(60 < r < 110 for r in rates), rates
     assert share > 0.7, share
-    assert runs[0][0] < window[0] + 0.05 and runs[-1][1] < window[1] + 0.05, (runs, window)
+    # (a quarter second of slack: a loaded CI box may schedule the thread late)
+    assert runs[0][0] < window[0] + 0.25 and runs[-1][1] < window[1] + 0.25, (runs, window)
 
 
 def test_a_launch_says_ready_on_the_race_pipelines_calibration_timed_without_loading_them_again(
