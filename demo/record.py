@@ -68,7 +68,7 @@ def _record(args) -> int:
             r = event.result
             state = f"failed: {r.error}" if r.error else f"{len(r.token_ids)} tokens in {r.end - r.start:.2f} s"
             print(f"[{event.side}: {state}]", file=sys.stderr, flush=True)
-    how = three_way.how_it_ran(request) if three else arena.summarize(results, request).how
+    how = three_way.how_it_ran(request, arena.options_for(request)) if three else arena.summarize(results, request).how
     outcome = outcomes.after_race(arena, request, results, how, scoreboard=None,
                                   kind="three-way" if three else "race")
     if outcome is None:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from demo.calibrate import calibration, cost_model, measure, report
+from demo.calibrate import calibration, cost_model, measure, precision, report
 from demo.core.errors import DemoError
 from demo.models import calibration_store
 from demo.models.calibration_result import Calibration
@@ -36,8 +36,8 @@ def apps_pipelines():
 def result(presets, session_store, smollm2_ir, apps_pipelines):
     from demo.core.settings import PipelineOptions
 
-    def race_pair(main, draft, baseline, threads):
-        return apps_pipelines.get(Path(main), Path(draft), "draft", PipelineOptions(threads=threads),
+    def race_pair(main, draft, baseline, threads, precision="f32"):
+        return apps_pipelines.get(Path(main), Path(draft), "draft", PipelineOptions(threads=threads, cpu_precision=precision),
                                   baseline=Path(baseline) if baseline else None)
 
     # gguf drafting for gguf agrees with itself; an int4 draft of the same model does not
@@ -924,3 +924,17 @@ def test_draft_steps_are_measured_in_turn_and_a_slow_moment_hits_every_format():
                                            before=blocks.append)
     assert costs["a"] == pytest.approx(0.002, abs=0.0015) and costs["b"] == pytest.approx(0.006, abs=0.0015)
     assert blocks[2:] == ["a", "b", "b", "a", "a", "b", "b", "a", "a", "b", "b", "a", "a", "b"]  # after the prefixes
+
+
+def test_the_activation_precision_is_measured_and_ties_keep_f32(result):
+    from .test_precision import expected_default
+
+    chosen = result.precision
+    assert chosen is not None and chosen.default == expected_default()
+    if chosen.default == "f32":  # nothing else to build with on this CPU
+        assert chosen.choice == "f32" and not chosen.baseline_ratios
+        return
+    assert len(chosen.baseline_ratios) == len(chosen.speculative_ratios) == precision.ROUNDS
+    assert all(0.2 < r < 5 for r in chosen.baseline_ratios + chosen.speculative_ratios)
+    if chosen.choice != "f32":  # only a measured win beyond the tie replaces the prior
+        assert min(chosen.baseline_ratio, chosen.speculative_ratio) < 1 - precision.TIE

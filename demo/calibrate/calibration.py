@@ -25,7 +25,8 @@ difference between its real and predicted steps gives an overhead of a + b·K pe
 and every configuration is predicted again with it before choosing (among those within 3 % of the
 fastest, the one with the largest speedup over its own main model). When another pair then
 wins, its own pipeline is timed too and the choice made again (choose_timed), so the chosen
-pair's prediction always carries its own real overhead. Results are cached
+pair's prediction always carries its own real overhead. The activation precision every
+pipeline is built with is measured too (demo.calibrate.precision). Results are cached
 per machine fingerprint (CPU, ISA flags, cores, RAM, OpenVINO version, model checksums)
 and reused (demo.models.calibration_store reads them back).
 
@@ -50,6 +51,7 @@ from .cost_model import (PLAIN_MARGIN, RACE_MARGIN, choose_timed, overhead_ks, p
 from ..core.machine import others_busy
 from .measure import DRAFT_REPEATS, PREFIX_TOKENS, REPEATS, agreement, sparse_points
 from ..core.files import write_atomic
+from . import precision
 
 DEFAULT_K_MAX = 8
 DEFAULT_MAIN_FORMATS = ("gguf", "int8", "int4_sym", "f16")
@@ -183,7 +185,7 @@ def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMA
             report(f"draft model {fmt} cannot run here with OpenVINO's default threads: not a candidate")
     if not drafts:
         raise DemoError(f"No draft format of {preset.name!r} runs on this CPU; run python -m demo.doctor to see why.")
-    mains, runs, answered_by, answers, reads = {}, {}, None, {}, {}
+    mains, runs, answered_by, answers, reads, measured_precision = {}, {}, None, {}, {}, None
     for fmt in main_formats:
         check_stop()
         answer = plan.acceptance_per_main or answered_by is None
@@ -192,6 +194,7 @@ def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMA
             "texts": texts, "max_new_tokens": max_new_tokens, "sparse_fair": plan.sparse_fair,
             "repeats": plan.repeats, "answer": answer, "read_along": answers.get(answered_by),
             "drafts": {df: str(folders[("draft", df)]) for df in drafts},
+            "precision": fmt == precision.measured_format(main_formats),
             "prior": {"mains": mains, "drafts": drafts, "runs": {f"{mf}/{df}": r for (mf, df), r in runs.items()}},
         }, what=f"measuring the main model ({fmt})")
         borrowed = {df: runs[(answered_by, df)] for df in drafts if (answered_by, df) in runs} if not answer else {}
@@ -204,8 +207,15 @@ def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMA
             answers[fmt] = measured["answers"]
         if "reads" in measured:
             reads[fmt] = measured["reads"]
-        mains[fmt] = {k: v for k, v in measured.items() if k not in ("runs", "answers", "reads")}
+        mains[fmt] = {k: v for k, v in measured.items() if k not in ("runs", "answers", "reads", "precision")}
+        if "precision" in measured:
+            measured_precision = measured["precision"]
     check_stop()
+    # The activation precision every pipeline below (and the app's) is built with.
+    pf = precision.measured_format(main_formats)
+    chosen_precision = precision.choose(measured_precision, min(d["step_s"]["fair"] for d in drafts.values()), pf)
+    at = chosen_precision["choice"]
+    report(f"activation precision: {chosen_precision['reason']}")
 
     # Each format's quality: its greedy choices against the original weights' along the same answers.
     quality, too_far = {}, []
@@ -248,6 +258,7 @@ def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMA
             plain[mode] = stages.run(f"plain:{mode}", "measure_plain", {
                 "folders": {f: str(folders[("main", f)]) for f in timed_alone}, "threads": n,
                 "texts": texts[:plan.plain_prompts], "max_new_tokens": plan.plain_new_tokens, "rounds": plan.plain_rounds,
+                "precision": at,
                 "llama_gguf": str(llama_gguf) if llama_gguf and mode == "fair" else None},
                 what=f"timing the main model alone ({mode} threads)")
     finally:
@@ -320,6 +331,7 @@ def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMA
                 "texts": (texts if mode == "fair" else texts[:1])[:plan.overhead_prompts],
                 "max_new_tokens": ((plan.race_overhead_new_tokens if mode == "race" else None)
                                    or plan.overhead_new_tokens or max_new_tokens), "threads": n, "ks": list(ks),
+                "precision": at,
                 "predicted_step_s": {str(k): predict(m["verify_s"][mode], d["step_s"][mode], runs[pair], k)["step_s"]
                                      for k in ks},
                 "one_token_s": m["verify_s"][mode][0],
@@ -331,7 +343,7 @@ def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMA
             if mode == "race" and race_pair is not None:  # the app's own race pipelines: warm at Ready
                 try:
                     return stages.run_here(name, lambda: measure_overhead(args, lambda m: None, race_pair(
-                        args["main_folder"], args["draft_folder"], args["beside"], n)), what)
+                        args["main_folder"], args["draft_folder"], args["beside"], n, precision=at)), what)
                 except DemoError as e:
                     report(f"the app's own race pipelines could not be timed ({e}); timing them in a child instead")
             return stages.run(name, "measure_overhead", args, what=what)
@@ -391,6 +403,7 @@ def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMA
         "baseline": baseline,
         "quality": quality,
         "min_agreement": MIN_AGREEMENT,
+        "precision": chosen_precision,
         # Configurations that crashed OpenVINO on this machine, skipped (demo.engine.safety),
         # and formats too far from the original weights.
         "skipped": stages.skipped(list(folders.values())) + too_far,

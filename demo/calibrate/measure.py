@@ -74,27 +74,42 @@ def interleaved_step_costs(models: dict, rounds: int, block: int = DRAFT_BLOCK,
     before each block (the stage announces the configuration about to run)."""
     import numpy as np
 
+    rounds_of = interleaved_costs(models, (1,), rounds, block, before)
+    return {name: float(np.median(by_m[1])) for name, by_m in rounds_of.items()}
+
+
+def interleaved_costs(models: dict, ms: Sequence[int], rounds: int, block: int = DRAFT_BLOCK,
+                      before: Callable[[str], None] = lambda name: None) -> dict:
+    """{name: {M: [seconds of one step of M tokens, per round]}}: every round, a block of
+    `block` steps of each M for each model in turn (the order rotating), the block's fastest
+    kept (interleaved_step_costs' reading, for several step sizes and paired by round)."""
+    import numpy as np
+
     rng = np.random.default_rng(0)
     prefix = rng.integers(100, 5000, size=(1, PREFIX_TOKENS))
-    token = rng.integers(100, 5000, size=(1, 1))
-    names, past, best = list(models), {}, {name: [] for name in models}
+    inputs = {m: rng.integers(100, 5000, size=(1, m)) for m in ms}
+    names, past = list(models), {}
+    best: dict = {name: {m: [] for m in ms} for name in models}
     for name in names:
         before(name)
         models[name].request.reset_state()
         models[name].feed(prefix, 0)
-        models[name].feed(token, PREFIX_TOKENS)  # the single-token shape's first run: untimed
-        past[name] = PREFIX_TOKENS + 1
+        past[name] = PREFIX_TOKENS
+        for m in ms:  # each shape's first run: untimed
+            models[name].feed(inputs[m], past[name])
+            past[name] += m
     for r in range(rounds):
         for name in names[r % len(names):] + names[:r % len(names)]:
             before(name)
-            fastest = float("inf")
-            for _ in range(block):
-                t0 = time.perf_counter()
-                models[name].feed(token, past[name])
-                fastest = min(fastest, time.perf_counter() - t0)
-                past[name] += 1
-            best[name].append(fastest)
-    return {name: float(np.median(times)) for name, times in best.items()}
+            for m in ms:
+                fastest = float("inf")
+                for _ in range(block):
+                    t0 = time.perf_counter()
+                    models[name].feed(inputs[m], past[name])
+                    fastest = min(fastest, time.perf_counter() - t0)
+                    past[name] += m
+                best[name][m].append(fastest)
+    return best
 
 
 def sparse_points(ms: Sequence[int]) -> list[int]:
@@ -168,7 +183,7 @@ def pipeline_overhead(pair: tuple, folders: dict, prompts: Sequence[str], max_ne
                       threads: Optional[int], ks: Sequence[int], predicted_step_s: Callable[[int], float],
                       one_token_s: float, stop: Optional[threading.Event] = None,
                       baseline_step_s: Optional[float] = None, beside: Optional[str] = None,
-                      runners: Optional[dict] = None) -> dict:
+                      runners: Optional[dict] = None, precision: str = "f32") -> dict:
     """What a real speculative pipeline adds to each step beyond the model's K draft
     steps and one verify step, as a + b·K seconds; and what a real baseline pipeline adds
     to each token beyond the main model's one-token step `one_token_s`.
@@ -197,7 +212,7 @@ def pipeline_overhead(pair: tuple, folders: dict, prompts: Sequence[str], max_ne
     from .cost_model import median
 
     key = PairKey(str(folders[("main", pair[0])]), str(folders[("draft", pair[1])]), "draft",
-                  PipelineOptions(threads=threads),
+                  PipelineOptions(threads=threads, cpu_precision=precision),
                   baseline_main=beside if beside and beside != str(folders[("main", pair[0])]) else None)
 
     decoded: dict = {}  # "K" -> the speculative side's decode tok/s, from step_s's last call
@@ -290,7 +305,7 @@ def decode_tok_s(chunks) -> Optional[float]:
 def plain_rates(folders: dict, prompts: Sequence[str], max_new_tokens: int, threads: Optional[int], rounds: int,
                 send: Callable[[str], None] = lambda m: None, stop: Optional[threading.Event] = None,
                 before_load: Callable[[str], None] = lambda fmt: None,
-                reference: Optional[Callable[[], object]] = None) -> dict:
+                reference: Optional[Callable[[], object]] = None, precision: str = "f32") -> dict:
     """Each main format's real baseline pipeline (the main model alone, the arena's own),
     timed INTERLEAVED: round by round, prompt by prompt, every format in turn (the order
     rotating), so the machine's drift hits every format alike and the rates can be paired.
@@ -299,7 +314,8 @@ def plain_rates(folders: dict, prompts: Sequence[str], max_new_tokens: int, thre
     `interleaved` says so. `before_load(format)` is called before each format is compiled.
     `reference()`, when given, makes an outside engine's runner (llama.cpp's plain decoding,
     demo.engine.llamacpp.LlamaCppSide) that joins the rotation as one more entry; its rates
-    come back apart, {"reference": {name: [tok/s]}}, never a format to choose."""
+    come back apart, {"reference": {name: [tok/s]}}, never a format to choose. `precision`: the
+    activation precision the pipelines are built with (calibration's choice, precision.py)."""
     import gc
 
     from ..core.memory import budget_bytes
@@ -316,7 +332,7 @@ def plain_rates(folders: dict, prompts: Sequence[str], max_new_tokens: int, thre
     def load(fmt: str):
         send(f"loading the main model alone ({fmt}) to time it")
         before_load(fmt)  # a native crash from here on is this format's (stages.announce)
-        runner = build_side(PairKey(folders[fmt], None, "draft", PipelineOptions(threads=threads)), BASELINE,
+        runner = build_side(PairKey(folders[fmt], None, "draft", PipelineOptions(threads=threads, cpu_precision=precision)), BASELINE,
                             lambda m: None, warmup=False)
         runner.run(prompts[0], GenerationSettings(max_new_tokens=WARMUP_TOKENS), lambda chunk: True)  # untimed
         return runner

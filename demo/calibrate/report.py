@@ -117,6 +117,8 @@ def _verdict(result: Calibration) -> list[str]:
     if llama and result.baseline.get("fair"):
         lines.append(f"  reference: llama.cpp's plain decoding of the same GGUF, {median(llama):.1f} tok/s (fair threads, "
                      f"timed in the same rotation); the baseline runs {result.baseline['fair'].baseline_tok_s / median(llama):.2f}× it")
+    if result.precision is not None:
+        lines.append(f"  activations: {result.precision.choice} ({result.precision.reason})")
     fa = result.fastest_alone
     lines.append(f"  fastest main alone: {fa.main_format} at {fa.baseline_tok_s:.1f} tok/s "
                  f"({'measured' if result.plain else 'predicted'}, fair threads)")

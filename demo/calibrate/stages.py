@@ -33,7 +33,7 @@ STAGE_TIMEOUT_S = 900  # a stage that hangs this long is a crash, not a slow mac
 
 
 def announce(send: Callable[[str], None], config: NativeConfig) -> None:
-    send(NATIVE + json.dumps([config.folder, config.role, config.threads]))
+    send(NATIVE + json.dumps([config.folder, config.role, config.threads, config.main, config.precision]))
 
 
 # -- the child's side ------------------------------------------------------------------
@@ -78,6 +78,7 @@ def measure_main(args: dict, send) -> dict:
     prior_runs = {tuple(k.split("/")): v for k, v in prior["runs"].items()}
     ids, eos = measure.prompt_ids(folder, args["texts"])
     curves, memory, decode, runs, ends_only, reads, answers = {}, 0, [], {}, None, None, None
+    precision_measured = None
     for mode, threads in args["threads"].items():
         config = NativeConfig(str(folder), "main", threads)
         if config.key in args["unusable"]:
@@ -104,6 +105,8 @@ def measure_main(args: dict, send) -> dict:
             curves[mode] = measure.curve_costs(model, ms, sparse=(mode == "race" or args.get("sparse_fair", False)),
                                                repeats=repeats, known=known)
             memory = max(memory, model.memory)
+            if mode == "fair" and args.get("precision"):  # this machine's activation precision (precision.py)
+                precision_measured = measure_precision(model, config, fmt, args["unusable"], send)
             if mode == "fair" and cost_model.dominated(curves["fair"], prior["mains"], prior["drafts"], prior_runs,
                                                         k_max):
                 # Even with the best acceptance seen so far (+10 %) and the cheapest draft it
@@ -141,8 +144,26 @@ def measure_main(args: dict, send) -> dict:
             "decode_step_s": sorted(decode)[len(decode) // 2] if decode else None,
             "runs": runs, **({"fair_measured_at": ends_only} if ends_only else {}),
             **({"reads": reads} if reads is not None else {}),
+            **({"precision": precision_measured} if precision_measured is not None else {}),
             # The greedy answers themselves: a weight format's quality is read along them (reads).
             **({"answers": answers} if answers is not None else {})}
+
+
+def measure_precision(model, config: NativeConfig, fmt: str, unusable: list, send) -> Optional[dict]:
+    """The plugin's default activation precision against f32 on this loaded main (precision.measure);
+    None where that configuration crashed here before."""
+    from . import precision
+
+    default = precision.plugin_default()
+    other = NativeConfig(config.folder, config.role, config.threads, precision=default)
+    if default == precision.PRIOR or other.key in unusable:
+        return {"default": default} if default == precision.PRIOR else None
+    send(f"measuring the main model ({fmt}): {default} activations against f32, in turn")
+    announce(send, other)
+    try:
+        return precision.measure(model, Path(config.folder), config.threads, default)
+    finally:
+        announce(send, config)  # what runs next is the f32 model again
 
 
 def recheck(model, curve: list, decode_s: list, ms: list, repeats: int, sparse: bool, fmt: str, send) -> list:
@@ -164,19 +185,20 @@ def measure_overhead(args: dict, send, runners: Optional[dict] = None) -> dict:
     folders = {("main", args["pair"][0]): args["main_folder"], ("draft", args["pair"][1]): args["draft_folder"]}
     for folder, role in dict.fromkeys(((args["main_folder"], "main"), (args["draft_folder"], "draft"),
                                        *([(args["beside"], "main")] if args.get("beside") else []))):
-        announce(send, NativeConfig(folder, role, args["threads"]))
+        announce(send, NativeConfig(folder, role, args["threads"], precision=args.get("precision", "f32")))
     predicted = {int(k): v for k, v in args["predicted_step_s"].items()}
     return measure.pipeline_overhead(tuple(args["pair"]), folders, args["texts"], args["max_new_tokens"],
                                      args["threads"], args["ks"], lambda k: predicted[k], args["one_token_s"],
                                      baseline_step_s=args.get("baseline_step_s"), beside=args.get("beside"),
-                                     runners=runners)
+                                     runners=runners, precision=args.get("precision", "f32"))
 
 
 def measure_plain(args: dict, send) -> dict:
     """Every main format's real baseline pipeline, interleaved, in one mode's threads
     (measure.plain_rates): what this machine does without a draft."""
-    threads = args["threads"]
-    folders = {f: d for f, d in args["folders"].items() if NativeConfig(d, "main", threads).key not in args["unusable"]}
+    threads, at = args["threads"], args.get("precision", "f32")
+    folders = {f: d for f, d in args["folders"].items()
+               if NativeConfig(d, "main", threads, precision=at).key not in args["unusable"]}
     reference = None
     if args.get("llama_gguf") and folders:  # llama.cpp's plain decoding of the same GGUF, as a reference
         from ..core.settings import cpu_cores
@@ -188,8 +210,9 @@ def measure_plain(args: dict, send) -> dict:
         reference = lambda: LlamaCppSide(Path(args["llama_gguf"]), threads or cpu_cores(),  # noqa: E731
                                          lambda text: template(tokenizer, text))
     return measure.plain_rates(folders, args["texts"], args["max_new_tokens"], threads, args["rounds"], send,
-                               before_load=lambda fmt: announce(send, NativeConfig(folders[fmt], "main", threads)),
-                               reference=reference)
+                               before_load=lambda fmt: announce(send, NativeConfig(folders[fmt], "main", threads,
+                                                                                  precision=at)),
+                               reference=reference, precision=at)
 
 
 # -- the parent's side -----------------------------------------------------------------

@@ -26,12 +26,13 @@ EXACT_PROPERTIES = {
 }
 # Which exact-mode properties each device kind accepts. The NPU computes in f16 only.
 EXACT_SUPPORT = {"CPU": tuple(EXACT_PROPERTIES), "GPU": tuple(EXACT_PROPERTIES), "NPU": ()}
-# Activations in f32 on the CPU, for every pipeline and draft alike. The CPU plugin defaults
-# to bf16 where the CPU has it (AMX, avx512_bf16), and for compressed weights that is the slow
-# path: in f32 the plugin quantizes activations to int8 on the fly and runs integer kernels
-# (int4_sym 1.5B main on the AMX Xeon: 72.7 -> 48.1 ms a token, 7-token verify 139 -> 69 ms;
-# BENCHMARKS.md). Where f32 is already the default (AVX2) this changes nothing.
-CPU_PRECISION = {"INFERENCE_PRECISION_HINT": "f32"}
+# Activations on the CPU, for every pipeline and draft alike: PipelineOptions.cpu_precision,
+# f32 unless calibration measured the plugin's own default faster on this machine
+# (demo.calibrate.precision). The CPU plugin defaults to bf16 where the CPU has it (AMX,
+# avx512_bf16), and for compressed weights that was the slow path on both Xeons: in f32 the
+# plugin quantizes activations to int8 on the fly and runs integer kernels (int4_sym 1.5B main
+# on the AMX Xeon: 72.7 -> 48.1 ms a token, 7-token verify 139 -> 69 ms; BENCHMARKS.md).
+PRECISION_HINT = "INFERENCE_PRECISION_HINT"
 CPU_ONLY_PROPERTIES = ("INFERENCE_NUM_THREADS", "ENABLE_CPU_PINNING")
 # One sampler thread for every pipeline with a scheduler: OpenVINO GenAI's plain
 # continuous-batching pipeline (the baseline) forces one, while a speculative pipeline's
@@ -96,6 +97,11 @@ def split_threads(cores: int, options: PipelineOptions, method: str, sides: tupl
     return max(1, cores // lanes) if lanes else None
 
 
+def cpu_precision(options: PipelineOptions) -> str:
+    """The activation precision CPU models are compiled with: f32 in exact mode, whatever was chosen."""
+    return "f32" if options.exact else options.cpu_precision
+
+
 def properties_for(device: str, options: PipelineOptions) -> dict:
     """What one constructor (pipeline or draft) placed on `device` is given."""
     k = kind(device)
@@ -103,7 +109,7 @@ def properties_for(device: str, options: PipelineOptions) -> dict:
     if options.exact:
         props.update({name: EXACT_PROPERTIES[name] for name in EXACT_SUPPORT.get(k, ())})
     if k == "CPU":
-        props.update(CPU_PRECISION)  # exact mode's f32 is the same value
+        props[PRECISION_HINT] = cpu_precision(options)
     if k == "CPU" and options.threads is not None:
         # No pinning: with pinning both pipelines' threads land on the same cores.
         props.update({"INFERENCE_NUM_THREADS": options.threads, "ENABLE_CPU_PINNING": False})

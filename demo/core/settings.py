@@ -106,9 +106,15 @@ class PipelineOptions:
     exact: bool = False          # f32 everywhere, so greedy outputs must match exactly
     threads: Optional[int] = None  # per pipeline; None = OpenVINO's default (all cores)
     cache_size_gb: int = 1       # KV cache of the continuous-batching scheduler
+    # The activation precision every CPU model of the pair is told: f32 unless this machine's
+    # calibration measured the CPU plugin's own default faster (demo.calibrate.precision).
+    cpu_precision: str = "f32"
 
     def with_threads(self, threads: Optional[int]) -> "PipelineOptions":
         return replace(self, threads=threads)
+
+    def with_precision(self, cpu_precision: str) -> "PipelineOptions":
+        return replace(self, cpu_precision=cpu_precision)
 
 
 def cpu_cores() -> int:

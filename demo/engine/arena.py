@@ -18,7 +18,7 @@ from ..core import placement
 from ..core.errors import DemoError
 from ..core.explain import explain
 from ..core.metrics import compare
-from ..core.settings import cpu_cores, uses_draft_model
+from ..core.settings import PipelineOptions, cpu_cores, uses_draft_model
 from ..core.streaming import BASELINE, SPECULATIVE, ChunkEvent, DoneEvent, StartEvent, StatusEvent
 from ..models import load_store
 from ..models.calibration_store import load_cached
@@ -173,21 +173,28 @@ class Arena:
         Fair mode on a pair that does not fit in memory twice gets each side in turn:
         race.fair loads one side's pipeline, then the other's."""
         pair = self.prepare(request.preset, status, cancel=cancel, **self.formats_for(request))
-        options = request.options.with_threads(self.threads_to_use(request, pair, status, cancel=cancel))
+        options = self.options_for(request).with_threads(self.threads_to_use(request, pair, status, cancel=cancel))
         load = self.cache.fair if request.mode == "fair" else self.cache.get
         return load(pair.main, pair.draft, request.settings.method, options, status, baseline=pair.baseline)
 
+    def options_for(self, request: RaceRequest) -> PipelineOptions:
+        """The request's options at the activation precision this machine's calibration chose
+        (demo.calibrate.precision; f32 where it has none, and always in exact mode)."""
+        preset = self.presets.get(request.preset)
+        calibration = load_cached(self.store, preset) if preset.draft is not None else None
+        return request.options.with_precision(calibration.precision.choice if calibration and calibration.precision
+                                              else "f32")
+
     def native_configs(self, request: RaceRequest, pair: PreparedPair, threads: Optional[int]) -> list[NativeConfig]:
         """The model × thread count configurations a request compiles on the CPU."""
-        o, out = request.options, []
+        o, out = self.options_for(request), []
+        at = placement.cpu_precision(o)
         if placement.kind(o.main_device) == "CPU":
-            out.append(NativeConfig(str(pair.main), "main", threads))
-            if pair.baseline is not None:
-                out.append(NativeConfig(str(pair.baseline), "main", threads))
+            out += [NativeConfig(str(m), "main", threads, precision=at) for m in (pair.main, pair.baseline) if m]
         if uses_draft_model(request.settings.method) and pair.draft is not None and placement.kind(o.draft_device) == "CPU":
             # an EAGLE-3 head runs only beside its main, and must be seen accepting guesses (issue 4425)
             head_of = str(pair.main) if request.settings.method == "eagle3" else None
-            out.append(NativeConfig(str(pair.draft), "draft", threads, main=head_of))
+            out.append(NativeConfig(str(pair.draft), "draft", threads, main=head_of, precision=at))
         return out
 
     def threads_to_use(self, request: RaceRequest, pair: PreparedPair, status: Optional[Callable[[str], None]] = None,
@@ -220,7 +227,7 @@ class Arena:
         in_turn = getattr(self.cache, "in_turn", None)
         if request.mode != "fair" or pair is None or in_turn is None:
             return False
-        return in_turn(self.cache.key(pair.main, pair.draft, request.settings.method, request.options.with_threads(None),
+        return in_turn(self.cache.key(pair.main, pair.draft, request.settings.method, self.options_for(request).with_threads(None),
                                       pair.baseline))
 
     # -- running --------------------------------------------------------------------------
@@ -346,7 +353,7 @@ class Arena:
                 used = self.threads_to_use(request, pair, prove=False)
             except DemoError:
                 pass
-        how = how_it_ran(request.mode, request.options, request.settings.method, used, self.loads_in_turn(request))
+        how = how_it_ran(request.mode, self.options_for(request), request.settings.method, used, self.loads_in_turn(request))
         if used != wanted:
             how += (f"; OpenVINO crashes on this CPU with {wanted} thread{'s' if wanted != 1 else ''} per pipeline "
                     "for these models, so that split was skipped")

@@ -15,6 +15,7 @@ if TYPE_CHECKING:  # annotations only: importing these here would load the model
     from ..models.presets import PresetFile
     from ..models.sources import ModelStore
     from .admission import Admission
+    from ..core.settings import PipelineOptions
     from .request import RaceRequest, Summary
     from .startup import Calibrator, StartupState
 
@@ -47,6 +48,8 @@ class Backend(Protocol):
     def prepared(self, request: "RaceRequest") -> Optional["PreparedPair"]: ...
 
     def formats_for(self, request: "RaceRequest") -> dict: ...
+
+    def options_for(self, request: "RaceRequest") -> "PipelineOptions": ...
 
     def runners(self, request: "RaceRequest", status: Callable[[str], None] = ...,
                 cancel: Optional[threading.Event] = None) -> dict: ...

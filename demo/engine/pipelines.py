@@ -296,12 +296,13 @@ def native_configs(key: PairKey, sides: tuple) -> list:
     """The model × thread count configurations these sides of a pair compile on the CPU."""
     from .safety import NativeConfig
 
-    o, out = key.options, []
+    o, out, at = key.options, [], placement.cpu_precision(key.options)
     if placement.kind(o.main_device) == "CPU":  # the baseline may compile other main weights (PairKey.main_of)
-        out += [NativeConfig(main, "main", o.threads) for main in dict.fromkeys(key.main_of(s) for s in sides)]
+        out += [NativeConfig(main, "main", o.threads, precision=at) for main in dict.fromkeys(key.main_of(s) for s in sides)]
     if key.draft and SPECULATIVE in sides and placement.kind(o.draft_device) == "CPU":
         # an EAGLE-3 head is proven beside its main (safety.NativeConfig)
-        out.append(NativeConfig(key.draft, "draft", o.threads, main=key.main if key.method == "eagle3" else None))
+        out.append(NativeConfig(key.draft, "draft", o.threads, main=key.main if key.method == "eagle3" else None,
+                                precision=at))
     return out
 
 

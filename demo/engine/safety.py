@@ -51,11 +51,14 @@ class NativeConfig:
     role: str = "main"
     threads: Optional[int] = None
     main: Optional[str] = None
+    precision: str = "f32"  # the activation precision it is compiled with (PipelineOptions.cpu_precision)
 
     @property
     def key(self) -> str:
         pair = f"+{Path(self.main).name}" if self.main else ""
-        return f"{Path(self.folder).name}{pair}|{self.threads or 'default'}"
+        # f32 keys stay as they were before precision was a choice: their proofs still hold.
+        at = "" if self.precision == "f32" else f"|{self.precision}"
+        return f"{Path(self.folder).name}{pair}|{self.threads or 'default'}{at}"
 
     @property
     def weight_format(self) -> str:
@@ -67,6 +70,8 @@ class NativeConfig:
     def describe(self) -> str:
         threads = ("OpenVINO's default threads" if self.threads is None
                    else f"{self.threads} thread{'s' if self.threads != 1 else ''}")
+        if self.precision != "f32":
+            threads += f" and {self.precision} activations"
         if self.main:
             return f"the {self.weight_format} EAGLE-3 head with its main, {threads}"
         return f"the {self.weight_format} {self.role} with {threads}"
@@ -119,6 +124,7 @@ class SafetyRecord:
             data = self._read()
             data[config.key] = {"status": status, "detail": detail, "role": config.role,
                                 "format": config.weight_format, "threads": config.threads,
+                                "precision": config.precision,
                                 "ms_per_token": ms_per_token, "at": time.time()}
             write_atomic(self.path, json.dumps(data, indent=1))
 
@@ -209,7 +215,8 @@ class NativeGuard:
         status(f"checking once that OpenVINO runs {config.describe()} on this CPU")
         for attempt in range(1, self.attempts + 1):
             try:
-                result = run(self.target, {"folder": config.folder, "threads": config.threads, "main": config.main},
+                result = run(self.target, {"folder": config.folder, "threads": config.threads, "main": config.main,
+                                           "precision": config.precision},
                              what=f"running {config.describe()}", timeout_s=self.timeout_s, cancel=cancel)
                 break
             except NativeTimeout:  # a busy machine is not a crash: try again, and never record it
@@ -256,7 +263,7 @@ def smoke_test(args: dict, send: Callable[[str], None]) -> dict:
     from ..core.settings import PipelineOptions
     from .openvino_runner import scheduler_config
 
-    options = PipelineOptions(threads=args["threads"])
+    options = PipelineOptions(threads=args["threads"], cpu_precision=args.get("precision", "f32"))
     config = ov.GenerationConfig()
     config.max_new_tokens, config.num_assistant_tokens, config.max_ngram_size = STEPS, VERIFY_K, 3
     config.ignore_eos, config.apply_chat_template = True, False

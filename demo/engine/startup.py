@@ -218,10 +218,12 @@ def _calibrate_once(arena: WarmupHost, request: RaceRequest, report: Callable[[s
         arena.startup.update("preparing", f"measuring this machine once (races wait at most one step): {message}")
         report(f"calibrating: {message}")
 
-    def race_pair(main: str, draft: str, baseline: Optional[str], threads: Optional[int]) -> dict:
-        # The very pipelines a race of these folders gets (the request's options, the guard's
-        # proofs, the cache's memory budget), so Ready finds the chosen pair loaded and warm.
-        return arena.cache.get(Path(main), Path(draft), request.settings.method, request.options.with_threads(threads),
+    def race_pair(main: str, draft: str, baseline: Optional[str], threads: Optional[int], precision: str = "f32") -> dict:
+        # The very pipelines a race of these folders gets (the request's options at the precision
+        # calibration chose, the guard's proofs, the cache's memory budget), so Ready finds the
+        # chosen pair loaded and warm.
+        options = request.options.with_threads(threads).with_precision(precision)
+        return arena.cache.get(Path(main), Path(draft), request.settings.method, options,
                                baseline=Path(baseline) if baseline else None)
 
     result = calibrator.calibrate(preset, arena.store, report=step, slot=slot, race_pair=race_pair)

@@ -10,12 +10,12 @@ from typing import Optional
 ROWS_INPUT = "sampled_tokens_indices"
 
 
-def cpu_config(threads: Optional[int]) -> dict:
-    """The CPU properties a pipeline with `threads` gets, for a bare compile."""
+def cpu_config(threads: Optional[int], precision: str = "f32") -> dict:
+    """The CPU properties a pipeline with `threads` and activation `precision` gets, for a bare compile."""
     from ..core.placement import properties_for
     from ..core.settings import PipelineOptions
 
-    return properties_for("CPU", PipelineOptions(threads=threads))
+    return properties_for("CPU", PipelineOptions(threads=threads, cpu_precision=precision))
 
 
 def _rss() -> int:
@@ -28,10 +28,10 @@ class StatefulModel:
     """One compiled stateful IR, driven directly (no pipeline): the same kernels an
     LLMPipeline runs, with nothing else on the clock."""
 
-    def __init__(self, folder: Path, threads: Optional[int]):
+    def __init__(self, folder: Path, threads: Optional[int], precision: str = "f32"):
         import openvino as ov
 
-        config = cpu_config(threads)
+        config = cpu_config(threads, precision)
         before = _rss()
         self.compiled = ov.Core().compile_model(str(folder / "openvino_model.xml"), "CPU", config)
         self.request = self.compiled.create_infer_request()

@@ -237,11 +237,12 @@ def for_race(arena, request, result, stop: threading.Event,
     # Part of the race's job: served before visitors who arrived during the race.
     ticket = arena.admission.follow_up("reconstructing the draft's guesses", stop, status)
     try:
-        options = request.options.with_threads(None)
+        options = arena.options_for(request).with_threads(None)  # the race's precision: the same guesses
         if placement.kind(options.draft_device) == "CPU":  # compiled in this process: proven in a child first
             from .safety import NativeConfig
 
-            arena.guard.require([NativeConfig(str(pair.draft), "draft", None)], status, stop)
+            arena.guard.require([NativeConfig(str(pair.draft), "draft", None, precision=placement.cpu_precision(options))],
+                                status, stop)
         status("reconstructing the draft's guesses, step by step")
         tokenizer = openvino_genai.Tokenizer(str(pair.main))
         # The prompt as the race ran it (a lone surrogate became U+FFFD): arena.validate_prompt.

@@ -23,7 +23,7 @@ from typing import Iterator, Optional, Sequence
 from ..core import placement
 from ..core.errors import DemoError
 from ..core.metrics import SideStats, acceptance_rate, compare, side_stats
-from ..core.settings import cpu_cores
+from ..core.settings import PipelineOptions, cpu_cores
 from ..core.streaming import BASELINE, SPECULATIVE, StatusEvent
 from .admission import holding
 from .arena import RaceRequest, validate_prompt
@@ -108,10 +108,11 @@ def _sentence(winner, runner_up, margin, speedups) -> str:
     return line + "."
 
 
-def how_it_ran(request: RaceRequest) -> str:
+def how_it_ran(request: RaceRequest, options: Optional[PipelineOptions] = None) -> str:
+    """`options`: what _run built the lanes with (Backend.options_for), else the request's."""
     cores = cpu_cores()
     k = request.settings.assistant_tokens
-    exact = placement.describe_built_with(request.options.with_threads(None), "draft")  # as _run builds them
+    exact = placement.describe_built_with((options or request.options).with_threads(None), "draft")
     return (f"three-way: each lane alone with all {cores} core{'s' if cores != 1 else ''}, one after the other, "
             f"then replayed side by side; main on {request.options.main_device}, draft on "
             f"{request.options.draft_device}; {k} assistant tokens for both methods; {exact}")
@@ -152,7 +153,7 @@ def _run(arena: Backend, request: RaceRequest, stop: Optional[threading.Event], 
         # this CPU (else the next proven count, as a race does); never a recorded crash.
         drafting = replace(request, settings=lane_settings["draft"])
         threads = arena.threads_to_use(drafting, pair, status, cancel=stop, wanted=None)
-        chosen["options"] = request.options.with_threads(threads)
+        chosen["options"] = arena.options_for(request).with_threads(threads)
         runners = pipelines(pair, draft_method, status)
         for lane, runner in ((BASELINE, runners[BASELINE]), (SPECULATIVE, runners[SPECULATIVE])):
             check = getattr(runner, "check_prompt", None)

@@ -51,6 +51,11 @@ The JSON form, as saved in the cache's calibration/ folder and written by
       quality              {main format: share of answer tokens where its greedy choice
                            agrees with the original GGUF's}; min_agreement: the bound below
                            which a format is never chosen
+      precision            PrecisionChoice (since version 8): the activation precision every
+                           CPU pipeline is built with (choice), the CPU plugin's own default,
+                           and what was measured: the default's time over f32's for a
+                           baseline token and a speculative step, per round and their
+                           medians, on which main format (demo.calibrate.precision)
       skipped              sentences: configurations that crashed OpenVINO here, left out
       path                 where it was saved (in the result calibrate returns and in --json)
 
@@ -157,6 +162,18 @@ class PlainTiming(_Model):
     beside: Optional[str] = None
 
 
+class PrecisionChoice(_Model):
+    choice: str
+    reason: str
+    default: Optional[str] = None
+    measured_on: Optional[str] = None
+    threads: Optional[int] = None
+    baseline_ratio: Optional[float] = None
+    speculative_ratio: Optional[float] = None
+    baseline_ratios: list[float] = Field(default_factory=list)
+    speculative_ratios: list[float] = Field(default_factory=list)
+
+
 class Calibration(_Model):
     calibration_version: int
     preset: str
@@ -190,6 +207,7 @@ class Calibration(_Model):
     baseline: dict[str, FastestAlone] = Field(default_factory=dict)
     quality: dict[str, float] = Field(default_factory=dict)
     min_agreement: Optional[float] = None
+    precision: Optional[PrecisionChoice] = None  # since version 8; None: f32, the prior
     skipped: list[str] = Field(default_factory=list)
     path: Optional[str] = None
 

@@ -22,7 +22,8 @@ from .calibration_result import Calibration
 # Raised whenever what is measured, or how, changes: an older result is measured again.
 # 6: the main alone measured per mode, the baseline the fastest; formats' quality.
 # 7: race mode's real pipelines timed at once, as a race runs them (demo.calibrate.beside).
-CALIBRATION_VERSION = 7
+# 8: the activation precision measured (demo.calibrate.precision), the pipelines timed at it.
+CALIBRATION_VERSION = 8
 
 
 def machine_fingerprint() -> tuple:

@@ -112,6 +112,9 @@ class RemoteArena:
     def formats_for(self, request: RaceRequest) -> dict:
         return self._local.formats_for(request)
 
+    def options_for(self, request: RaceRequest):
+        return self._local.options_for(request)
+
     def admitted(self, what: str, stop: threading.Event, prepare, load):
         # The local slot, then `prepare` (this class's: the sentence above) refuses.
         return (yield from self._local.admitted(what, stop, prepare, load))

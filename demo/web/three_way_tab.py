@@ -184,7 +184,7 @@ def _stream(arena, booth, request: RaceRequest, view: LanesView, download, stop_
                            f"{PLAY} replaying the three runs side by side at their real pace (each was measured alone)")
     if stop_flag.is_set():
         return
-    summary = three_way.summarize(results, three_way.how_it_ran(request))
+    summary = three_way.summarize(results, three_way.how_it_ran(request, arena.options_for(request)))
     view.summary = summary_html(summary)
     view.status = ""
     view.dirty.update(three_way.LANES)
