@@ -26,7 +26,8 @@ PRIOR = "f32"
 PREFERRED = ("int4_sym", "int8", "gguf", "f16")  # the smallest weights first
 K_TYPICAL = 4  # the K calibration chose on every CPU class so far (1..7): the verify is M = 5
 TIE = 0.03
-ROUNDS = 6
+ROUNDS = 4  # of BLOCK steps of each size per model: the second compile, not these, is the stage's cost
+BLOCK = 3
 NAMES = {"f32": "f32", "bf16": "bf16", "f16": "f16", "float32": "f32", "bfloat16": "bf16", "float16": "f16"}
 
 
@@ -53,7 +54,7 @@ def measure(f32_model, folder, threads: Optional[int], default: str, rounds: int
         return {"default": default}
     other = StatefulModel(folder, threads, precision=default)
     try:
-        costs = interleaved_costs({PRIOR: f32_model, default: other}, (1, K_TYPICAL + 1), rounds)
+        costs = interleaved_costs({PRIOR: f32_model, default: other}, (1, K_TYPICAL + 1), rounds, BLOCK)
     finally:
         other.close()
     return {"default": default, "threads": threads, "k": K_TYPICAL,

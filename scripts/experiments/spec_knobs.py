@@ -14,7 +14,8 @@ time after the first token; its step split comes from OpenVINO's own per-model m
 
 A variant named base* is the main model alone; any other is speculative with that K. Its
 JSON holds extra properties for both constructors ("draft:" prefixed keys go to the draft
-only, "main:" to the main only), and "@draft" or "@main" names another draft or main folder.
+only, "main:" to the main only), "@draft" or "@main" names another draft or main folder, and
+"@threshold" drafts on OpenVINO GenAI's assistant_confidence_threshold instead of K guesses.
 """
 
 from __future__ import annotations
@@ -54,14 +55,16 @@ def build(main: Path, draft: Path, props: dict, speculative: bool):
                           draft_model=ov.draft_model(str(draft), "CPU", **draft_props), **main_props)
 
 
-def run_once(pipe, prompt: str, k: int, new_tokens: int, speculative: bool) -> dict:
+def run_once(pipe, prompt: str, k: int, new_tokens: int, speculative: bool, threshold=None) -> dict:
     import openvino_genai as ov
 
     cfg = ov.GenerationConfig()
     cfg.max_new_tokens = new_tokens
     cfg.do_sample = False
     cfg.ignore_eos = True
-    if speculative:
+    if speculative and threshold is not None:
+        cfg.assistant_confidence_threshold = float(threshold)
+    elif speculative:
         cfg.num_assistant_tokens = k
     stamps = []
 
@@ -130,10 +133,12 @@ def main() -> int:
     for r in range(args.rounds):
         for name, (props, k) in variants.items():
             spec = k is not None
+            props = dict(props)
+            threshold = props.pop("@threshold", None)
             pipe = build(args.main, args.draft, props, spec)
-            run_once(pipe, prompts[0], k, 16, spec)  # untimed: first-run kernel compilation
+            run_once(pipe, prompts[0], k, 16, spec, threshold)  # untimed: first-run kernel compilation
             for p in prompts:
-                out = run_once(pipe, p, k, args.max_new_tokens, spec)
+                out = run_once(pipe, p, k, args.max_new_tokens, spec, threshold)
                 runs[name].append(out)
                 step = out.get("step_ms", {})
                 print(f"round {r + 1} {name:>12}: {out['decode_tok_s']:.2f} tok/s decode, "
