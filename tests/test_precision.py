@@ -32,22 +32,23 @@ def rounds(f32_1, other_1, f32_v, other_v) -> dict:
             "rounds": {"f32": {"1": f32_1, "5": f32_v}, "bf16": {"1": other_1, "5": other_v}}}
 
 
-F32_1, F32_V = [0.050] * 4, [0.070] * 4
+F32_1, F32_V = [0.050] * 6, [0.070] * 6
 
 
-def test_the_default_is_chosen_only_where_it_is_faster_in_every_round():
+def test_the_default_is_chosen_only_where_it_is_faster_even_in_its_worst_round():
     # 20 % faster for a baseline token in every round, the verify no slower: bf16.
-    faster = precision.choose(rounds(F32_1, [0.040] * 4, F32_V, [0.070] * 4), 0.020, "int4_sym")
+    faster = precision.choose(rounds(F32_1, [0.040] * 6, F32_V, [0.070] * 6), 0.020, "int4_sym")
     assert faster["choice"] == "bf16" and faster["baseline_ratio"] == pytest.approx(0.8)
     # A speculative step: (verify + 4 guesses at the main's ratio) over f32's, by hand.
     assert faster["speculative_ratio"] == pytest.approx((0.070 + 4 * 0.020 * 0.8) / (0.070 + 4 * 0.020), abs=1e-3)
-    # Faster in three rounds of four: one round says otherwise, so it is a tie, and ties keep f32.
-    mixed = precision.choose(rounds(F32_1, [0.040] * 3 + [0.051], F32_V, F32_V), 0.020, "int4_sym")
-    assert mixed["choice"] == "f32" and "no faster" in mixed["reason"]
-    # Within 3 %: a tie.
-    assert precision.choose(rounds(F32_1, [0.049] * 4, F32_V, [0.069] * 4), 0.020, "int4_sym")["choice"] == "f32"
+    # The launch that read 0.96, 0.95, 0.86, 0.81 (a drift): its worst round is within 5 %, a tie.
+    drift = [0.050 * r for r in (0.962, 0.945, 0.864, 0.805, 0.9, 0.9)]
+    assert precision.choose(rounds(F32_1, drift, F32_V, F32_V), 0.020, "int4_sym")["choice"] == "f32"
+    # Faster in five rounds of six: one round says otherwise, so it is a tie, and ties keep f32.
+    mixed = precision.choose(rounds(F32_1, [0.040] * 5 + [0.051], F32_V, F32_V), 0.020, "int4_sym")
+    assert mixed["choice"] == "f32" and "not faster" in mixed["reason"]
     # Faster for the baseline, the verify twice as slow (the AMX Xeon's pattern): f32 for both sides.
-    split = precision.choose(rounds(F32_1, [0.040] * 4, F32_V, [0.140] * 4), 0.020, "int4_sym")
+    split = precision.choose(rounds(F32_1, [0.040] * 6, F32_V, [0.140] * 6), 0.020, "int4_sym")
     assert split["choice"] == "f32" and "slower for the other" in split["reason"]
 
 

@@ -13,8 +13,9 @@ baseline's step) and K_TYPICAL + 1 tokens (a speculative verify). choose() pairs
 round by round. A speculative step is the verify plus K_TYPICAL draft guesses; the draft runs
 the same compressed-weight kernels at one token, so its guesses are taken to scale as the
 main's one-token step does (one more compile per draft format would cost a launch seconds
-it does not have). The default wins only if it is faster beyond TIE in every round for one
-side and not slower beyond TIE for the other; anything else is a tie, and ties keep f32.
+it does not have). The default wins only if it is faster by TIE even in its least favourable
+round for one side, and not slower beyond TIE (median) for the other; anything else is a tie,
+and ties keep f32.
 """
 
 from __future__ import annotations
@@ -25,8 +26,12 @@ from typing import Optional, Sequence
 PRIOR = "f32"
 PREFERRED = ("int4_sym", "int8", "gguf", "f16")  # the smallest weights first
 K_TYPICAL = 4  # the K calibration chose on every CPU class so far (1..7): the verify is M = 5
-TIE = 0.03
-ROUNDS = 4  # of BLOCK steps of each size per model: the second compile, not these, is the stage's cost
+# Faster means faster by TIE in the LEAST favourable round. A launch on a Zen 4 read bf16 at
+# 0.96, 0.95, 0.86, 0.81 of f32 round after round (a drift, not the precision: 12 rounds on
+# the same machine a minute later read 0.98, range 0.90-1.01), while the effects that matter are
+# larger and steady (the AMX Xeon's bf16 verify took 2x f32's).
+TIE = 0.05
+ROUNDS = 6  # of BLOCK steps of each size per model: the second compile, not these, is the stage's cost
 BLOCK = 3
 NAMES = {"f32": "f32", "bf16": "bf16", "f16": "f16", "float32": "f32", "bfloat16": "bf16", "float16": "f16"}
 
@@ -80,7 +85,7 @@ def choose(measured: Optional[dict], draft_step_s: Optional[float], main_format:
            "baseline_ratios": [round(x, 3) for x in base], "speculative_ratios": [round(x, 3) for x in spec]}
 
     def faster(ratios):
-        return median(ratios) < 1 - TIE and max(ratios) < 1
+        return max(ratios) < 1 - TIE
 
     def not_slower(ratios):
         return median(ratios) <= 1 + TIE
@@ -91,4 +96,4 @@ def choose(measured: Optional[dict], draft_step_s: Optional[float], main_format:
         return {**out, "choice": default, "reason": f"{said}: {default} is faster here"}
     if faster(base) or faster(spec):
         return {**out, "choice": PRIOR, "reason": f"{said}: faster for one side, slower for the other: f32 kept"}
-    return {**out, "choice": PRIOR, "reason": f"{said}: no faster beyond {TIE:.0%} in every round: f32 kept"}
+    return {**out, "choice": PRIOR, "reason": f"{said}: not faster by {TIE:.0%} in every round: f32 kept"}
