@@ -97,6 +97,23 @@ class Mutation:
 
 MUTATIONS = [
     Mutation(
+        "precision: a win read from the median round",
+        "the plugin's default replaces f32 on a median win, so a launch's drift picks bf16",
+        "demo/calibrate/precision.py",
+        "        return max(ratios) < 1 - TIE",
+        "        return median(ratios) < 1 - TIE",
+        ("tests/test_precision.py::test_the_default_is_chosen_only_where_it_is_faster_even_in_its_worst_round",),
+    ),
+    Mutation(
+        "precision: the app's pipelines ignore the calibrated precision",
+        "every CPU constructor is told f32 whatever calibration chose",
+        "demo/core/placement.py",
+        "        props[PRECISION_HINT] = cpu_precision(options)",
+        '        props[PRECISION_HINT] = "f32"',
+        ("tests/test_precision.py::test_every_cpu_constructor_gets_the_chosen_precision_and_exact_mode_keeps_f32",
+         "tests/test_precision.py::test_a_race_runs_at_the_precision_calibration_chose"),
+    ),
+    Mutation(
         "beside: the baseline timed after the speculative pipeline",
         "race mode's baseline runs only once the speculative side's timing is over, so neither is timed as a race",
         "demo/calibrate/beside.py",
