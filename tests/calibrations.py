@@ -1,6 +1,7 @@
 """Calibrations made up for tests that need one saved or read, not measured: complete (every
 field of demo.models.calibration_result.Calibration), with plausible constants."""
 
+from pathlib import Path
 from typing import Optional
 
 from demo.models import calibration_store
@@ -40,6 +41,21 @@ def made_up(choice: dict, *, fingerprint: Optional[dict] = None, preset: str = "
         "skipped": [],
     }
     return Calibration.model_validate({**data, **fields})
+
+
+def auto_fixture_presets(folder: Path, name: str):
+    """The fixture preset with `format: auto`, as the embedded pair has it, under its own `name`
+    (its calibration file must not replace the real fixture's), written into `folder`."""
+    import yaml
+
+    from demo.models.presets import load_presets
+
+    raw = yaml.safe_load(Path("models.yaml").read_text())
+    entry = raw["presets"]["smollm2-self-draft"]
+    main = dict(entry["main"], format="auto")
+    raw = {"default": name, "presets": {name: {**entry, "main": main, "draft": dict(main)}}}
+    (folder / "models.yaml").write_text(yaml.safe_dump(raw))
+    return load_presets(folder / "models.yaml")
 
 
 def saved(preset, store, choice: dict, **fields) -> Calibration:

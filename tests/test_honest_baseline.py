@@ -2,19 +2,16 @@
 (issue 29): where calibration measured another main format fastest alone, the baseline side
 runs it, on real OpenVINO inference with the SmolLM2 fixture, and the page says so."""
 
-from pathlib import Path
 
 import pytest
-import yaml
 
 from demo.core.settings import GenerationSettings, PipelineOptions
 from demo.core.streaming import BASELINE, DoneEvent
 from demo.engine.arena import Arena, RaceRequest
 from demo.engine.pipelines import PairKey, PipelineCache
 from demo.models import calibration_store
-from demo.models.presets import load_presets
 
-from .calibrations import saved
+from .calibrations import auto_fixture_presets, saved
 
 PROMPT = "Write a Python function that reverses a string."
 SETTINGS = GenerationSettings(max_new_tokens=12, assistant_tokens=3)
@@ -22,14 +19,7 @@ SETTINGS = GenerationSettings(max_new_tokens=12, assistant_tokens=3)
 
 @pytest.fixture
 def auto_presets(tmp_path):
-    """The fixture preset with `format: auto`, as the embedded pair has it, under its own name
-    (its calibration file must not replace the real fixture's)."""
-    raw = yaml.safe_load(Path("models.yaml").read_text())
-    entry = raw["presets"]["smollm2-self-draft"]
-    main = dict(entry["main"], format="auto")
-    raw = {"default": "smollm2-auto", "presets": {"smollm2-auto": {**entry, "main": main, "draft": dict(main)}}}
-    (tmp_path / "models.yaml").write_text(yaml.safe_dump(raw))
-    return load_presets(tmp_path / "models.yaml")
+    return auto_fixture_presets(tmp_path, "smollm2-auto")
 
 
 def test_a_fair_race_runs_its_baseline_on_the_fastest_plain_format(auto_presets, session_store, smollm2_ir):

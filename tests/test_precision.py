@@ -5,7 +5,6 @@ was chosen; the native guard proves each precision apart."""
 from pathlib import Path
 
 import pytest
-import yaml
 
 from demo.calibrate import precision
 from demo.core import placement
@@ -15,9 +14,8 @@ from demo.engine.arena import Arena, RaceRequest
 from demo.engine.pipelines import PipelineCache
 from demo.engine.safety import NativeConfig
 from demo.models import calibration_store
-from demo.models.presets import load_presets
 
-from .calibrations import saved
+from .calibrations import auto_fixture_presets, saved
 
 
 def expected_default() -> str:
@@ -87,12 +85,7 @@ def test_the_plugin_default_is_what_openvino_documents_for_this_cpu(smollm2_ir):
 
 @pytest.fixture
 def auto_presets(tmp_path):
-    raw = yaml.safe_load(Path("models.yaml").read_text())
-    entry = raw["presets"]["smollm2-self-draft"]
-    main = dict(entry["main"], format="auto")
-    raw = {"default": "smollm2-prec", "presets": {"smollm2-prec": {**entry, "main": main, "draft": dict(main)}}}
-    (tmp_path / "models.yaml").write_text(yaml.safe_dump(raw))
-    return load_presets(tmp_path / "models.yaml")
+    return auto_fixture_presets(tmp_path, "smollm2-prec")
 
 
 def test_a_race_runs_at_the_precision_calibration_chose(auto_presets, session_store, smollm2_ir):

@@ -51,12 +51,10 @@ def measured_format(main_formats: Sequence[str]) -> Optional[str]:
 
 def measure(f32_model, folder, threads: Optional[int], default: str, rounds: int = ROUNDS) -> dict:
     """In a stage child, beside the main format's loaded f32 model: the plugin's `default`
-    precision against f32, stepped in turn. {"default": name} alone where the default is f32."""
+    precision (not f32) against f32, stepped in turn."""
     from .measure import interleaved_costs
     from ..engine.stateful import StatefulModel
 
-    if default == PRIOR:
-        return {"default": default}
     other = StatefulModel(folder, threads, precision=default)
     try:
         costs = interleaved_costs({PRIOR: f32_model, default: other}, (1, K_TYPICAL + 1), rounds, BLOCK)
@@ -70,7 +68,8 @@ def choose(measured: Optional[dict], draft_step_s: Optional[float], main_format:
     """The precision the app's pipelines get, from measure()'s rounds and the fastest draft's
     f32 guess (`draft_step_s`): the fields of calibration_result.PrecisionChoice."""
     if not measured:
-        return {"choice": PRIOR, "reason": "not measured (the main format's stage did not run): f32, the prior"}
+        return {"choice": PRIOR, "reason": "not measured (the plugin's default crashed here, or the main format "
+                                           "did not run): f32, the prior"}
     default = measured["default"]
     if default == PRIOR:
         return {"choice": PRIOR, "default": default,

@@ -155,9 +155,11 @@ def measure_precision(model, config: NativeConfig, fmt: str, unusable: list, sen
     from . import precision
 
     default = precision.plugin_default()
+    if default == precision.PRIOR:
+        return {"default": default}  # nothing else to build with on this CPU
     other = NativeConfig(config.folder, config.role, config.threads, precision=default)
-    if default == precision.PRIOR or other.key in unusable:
-        return {"default": default} if default == precision.PRIOR else None
+    if other.key in unusable:
+        return None  # it crashed here before
     send(f"measuring the main model ({fmt}): {default} activations against f32, in turn")
     announce(send, other)
     try:
