@@ -285,6 +285,13 @@ def test_the_pipeline_overhead_is_measured_from_real_steps(result):
         assert 1 <= tok_s * race.measured_step_s[k] <= int(k) + 1 + 1e-6, (k, tok_s, race.measured_step_s[k])
     assert any(line.startswith("  race measured side by side: speculative K=") for line in report.summary_lines(result))
     assert result.baseline["race"].baseline_tok_s == pytest.approx(cost_model.median(race.baseline_rates))
+    # Fair mode: the speculative side's rates in its own pipeline too, each K's tokens a step in 1..K+1.
+    fair_timed = result.pipeline_overhead["fair"]
+    assert set(fair_timed.speculative_tok_s) == set(fair_timed.measured_step_s)
+    for k, tok_s in fair_timed.speculative_tok_s.items():
+        assert 1 <= tok_s * fair_timed.measured_step_s[k] <= int(k) + 1 + 1e-6, (k, tok_s)
+    assert any(line.startswith("  fair measured in its real pipeline: speculative K=")
+               for line in report.summary_lines(result))
 
 
 def test_the_chosen_pair_was_timed_in_its_own_real_pipeline(result):

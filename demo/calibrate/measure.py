@@ -271,6 +271,8 @@ def pipeline_overhead(pair: tuple, folders: dict, prompts: Sequence[str], max_ne
         finally:
             del runner
             gc.collect()
+    if not beside:  # the speculative side's decode rates, timed last (step_s keeps its last call's)
+        extra = {"speculative_tok_s": dict(decoded)}
     per_step, per_guess = fit_overhead({k: measured[(SPECULATIVE, k)] for k in ks}, predicted_step_s)
     return {"main_format": pair[0], "draft_format": pair[1],
             "measured_step_s": {str(k): measured[(SPECULATIVE, k)] for k in ks},

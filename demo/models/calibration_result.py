@@ -117,7 +117,9 @@ class Overhead(_Model):
     # runs them (demo.calibrate.beside): decode tok/s per run, and the share of the timing it decoded.
     baseline_rates: list[float] = Field(default_factory=list)
     beside_share: Optional[float] = None
-    speculative_tok_s: dict[str, float] = Field(default_factory=dict)  # "K" -> its decode rate beside it
+    # "K" -> the speculative side's decode rate while timed (race mode: beside the baseline; fair
+    # mode, since version 8: alone, the baseline timed in the stage before).
+    speculative_tok_s: dict[str, float] = Field(default_factory=dict)
 
 
 class Candidate(_Model):
