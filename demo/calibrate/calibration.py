@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import Callable, Optional, Sequence
 
 from ..core.errors import DemoError
@@ -49,7 +49,8 @@ from .cost_model import median as cost_model_median
 from .cost_model import (PLAIN_MARGIN, RACE_MARGIN, choose_timed, overhead_ks, pair_of, pick_among_fastest,
                          plain_choice, plain_contenders, predict, race_contenders)
 from ..core.machine import others_busy
-from .measure import DRAFT_REPEATS, PREFIX_TOKENS, REPEATS, agreement, sparse_points
+from .measure import PREFIX_TOKENS, agreement, sparse_points
+from .plan import FULL, LAUNCH, Plan  # noqa: F401 (calibration.LAUNCH is the launch's plan)
 from ..core.files import write_atomic
 from . import precision
 
@@ -73,37 +74,6 @@ STAGES_VERSION = 2  # a restart resumes only stages of this shape (2: drafts in 
 MIN_AGREEMENT = 0.90
 
 Report = Callable[[str], None]
-
-
-@dataclass(frozen=True)
-class Plan:
-    """How much a calibration measures. The launch plan is what `python app.py` runs on a
-    fresh machine before it says Ready: acceptance from the first main format's answers
-    only (formats of one model agree with the draft within a few %), sparse curves
-    everywhere, fewer rounds, and a real pipeline timed on one prompt, over its first
-    `overhead_new_tokens` tokens (enough steps at every K; fewer in race mode, whose steps
-    are slower) and only at the two K its overhead line goes through (K=1 then follows the
-    line)."""
-
-    name: str
-    sparse_fair: bool = False
-    repeats: int = REPEATS
-    acceptance_per_main: bool = True
-    draft_repeats: int = DRAFT_REPEATS
-    overhead_prompts: Optional[int] = None   # None: all the calibration prompts
-    overhead_new_tokens: Optional[int] = None  # None: as many as the acceptance answers
-    race_overhead_new_tokens: Optional[int] = None  # None: overhead_new_tokens (race steps are slower)
-    overhead_at_k1: bool = True  # also time K=1 itself, which can sit off the line
-    # The main model alone, every format's real baseline pipeline interleaved (measure.plain_rates).
-    plain_rounds: int = 3
-    plain_prompts: Optional[int] = None  # None: all the calibration prompts
-    plain_new_tokens: int = 64
-
-
-FULL = Plan("full")
-LAUNCH = Plan("launch", sparse_fair=True, repeats=3, acceptance_per_main=False, draft_repeats=8, overhead_prompts=1,
-              overhead_new_tokens=48, race_overhead_new_tokens=36, overhead_at_k1=False,
-              plain_rounds=2, plain_prompts=1, plain_new_tokens=24)
 
 
 # -- the whole calibration ----------------------------------------------------------------
@@ -208,12 +178,11 @@ def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMA
         if "reads" in measured:
             reads[fmt] = measured["reads"]
         mains[fmt] = {k: v for k, v in measured.items() if k not in ("runs", "answers", "reads", "precision")}
-        if "precision" in measured:
-            measured_precision = measured["precision"]
+        measured_precision = measured.get("precision", measured_precision)
     check_stop()
     # The activation precision every pipeline below (and the app's) is built with.
-    pf = precision.measured_format(main_formats)
-    chosen_precision = precision.choose(measured_precision, min(d["step_s"]["fair"] for d in drafts.values()), pf)
+    chosen_precision = precision.choose(measured_precision, min(d["step_s"]["fair"] for d in drafts.values()),
+                                        precision.measured_format(main_formats))
     at = chosen_precision["choice"]
     report(f"activation precision: {chosen_precision['reason']}")
 

@@ -65,13 +65,8 @@ def step_costs(model: StatefulModel, ms: Sequence[int], repeats: int = REPEATS) 
 
 def interleaved_step_costs(models: dict, rounds: int, block: int = DRAFT_BLOCK,
                            before: Callable[[str], None] = lambda name: None) -> dict:
-    """{name: seconds of one single-token step} for several compiled models, measured in
-    turn: each model is fed a prefix of PREFIX_TOKENS once; then every round runs a block of
-    `block` steps of each model (the order rotating), keeps the block's fastest step, and a
-    model's cost is the median of its rounds. Drift on a shared box lasts seconds, longer
-    than one model's steps: measured in turn, every model sees the same drift, and the
-    median over rounds does not rest on one lucky or unlucky moment. `before(name)` runs
-    before each block (the stage announces the configuration about to run)."""
+    """{name: seconds of one single-token step}: interleaved_costs at M = 1, the median of a
+    model's rounds, so it does not rest on one lucky or unlucky moment."""
     import numpy as np
 
     rounds_of = interleaved_costs(models, (1,), rounds, block, before)
@@ -80,9 +75,12 @@ def interleaved_step_costs(models: dict, rounds: int, block: int = DRAFT_BLOCK,
 
 def interleaved_costs(models: dict, ms: Sequence[int], rounds: int, block: int = DRAFT_BLOCK,
                       before: Callable[[str], None] = lambda name: None) -> dict:
-    """{name: {M: [seconds of one step of M tokens, per round]}}: every round, a block of
-    `block` steps of each M for each model in turn (the order rotating), the block's fastest
-    kept (interleaved_step_costs' reading, for several step sizes and paired by round)."""
+    """{name: {M: [seconds of one step of M tokens, per round]}} for several compiled models,
+    measured in turn: each is fed a prefix of PREFIX_TOKENS once; then every round runs a block
+    of `block` steps of each M for each model (the order rotating) and keeps the block's fastest.
+    Drift on a shared box lasts seconds, longer than one model's steps: in turn, every model sees
+    the same drift, and rounds pair. `before(name)` runs before each block (the stage announces
+    the configuration about to run)."""
     import numpy as np
 
     rng = np.random.default_rng(0)
@@ -271,8 +269,6 @@ def pipeline_overhead(pair: tuple, folders: dict, prompts: Sequence[str], max_ne
         finally:
             del runner
             gc.collect()
-    if not beside:  # the speculative side's decode rates, timed last (step_s keeps its last call's)
-        extra = {"speculative_tok_s": dict(decoded)}
     per_step, per_guess = fit_overhead({k: measured[(SPECULATIVE, k)] for k in ks}, predicted_step_s)
     return {"main_format": pair[0], "draft_format": pair[1],
             "measured_step_s": {str(k): measured[(SPECULATIVE, k)] for k in ks},
@@ -280,7 +276,8 @@ def pipeline_overhead(pair: tuple, folders: dict, prompts: Sequence[str], max_ne
             "extra_s": {str(k): measured[(SPECULATIVE, k)] - predicted_step_s(k) for k in ks},
             "per_step_s": per_step, "per_guess_s": per_guess,
             "baseline_step_s": measured[(BASELINE, k0)], "baseline_overhead_s": measured[(BASELINE, k0)] - one_token_s,
-            **extra}
+            # fair mode: the speculative side's decode rates, timed last (step_s keeps its last call's)
+            **(extra or {"speculative_tok_s": dict(decoded)})}
 
 
 def prompt_ids(folder: Path, prompts: Sequence[str]) -> tuple[list[list[int]], int]:

@@ -21,13 +21,13 @@ from ..core.metrics import compare
 from ..core.settings import PipelineOptions, cpu_cores, uses_draft_model
 from ..core.streaming import BASELINE, SPECULATIVE, ChunkEvent, DoneEvent, StartEvent, StatusEvent
 from ..models import load_store
-from ..models.calibration_store import load_cached
+from ..models.calibration_store import calibrated_precision, load_cached
 from ..models.prepare import PreparedPair, prepare_preset
 from ..models.presets import ExportSource, HubSource, PresetFile, load_presets
 from ..models.sources import ModelStore
 from .admission import Admission, Cancelled, holding
 from .race import HEARTBEAT_S, fair, race
-from .request import RaceRequest, Summary, how_it_ran, threads_for, validate_prompt
+from .request import RaceRequest, Summary, how_it_ran, threads_for, validate_prompt, weights_note
 from .safety import NativeConfig, NativeGuard, SafetyRecord
 from .startup import Calibrator, StartupState, start_warmup
 from .waiting import status_stream, with_last_message
@@ -178,12 +178,8 @@ class Arena:
         return load(pair.main, pair.draft, request.settings.method, options, status, baseline=pair.baseline)
 
     def options_for(self, request: RaceRequest) -> PipelineOptions:
-        """The request's options at the activation precision this machine's calibration chose
-        (demo.calibrate.precision; f32 where it has none, and always in exact mode)."""
-        preset = self.presets.get(request.preset)
-        calibration = load_cached(self.store, preset) if preset.draft is not None else None
-        return request.options.with_precision(calibration.precision.choice if calibration and calibration.precision
-                                              else "f32")
+        """The request's options at the activation precision calibration chose (exact mode: f32 anyway)."""
+        return request.options.with_precision(calibrated_precision(self.store, self.presets.get(request.preset)))
 
     def native_configs(self, request: RaceRequest, pair: PreparedPair, threads: Optional[int]) -> list[NativeConfig]:
         """The model × thread count configurations a request compiles on the CPU."""
@@ -399,9 +395,3 @@ class Arena:
         return {"predicted_speedup": predicted, "formats": formats, "fastest_alone": fastest, "reference": reference,
                 **under_load}
 
-
-def weights_note(pair: PreparedPair, mode: str) -> str:
-    """One line for a race whose two sides read different main weights."""
-    return (f"The baseline runs the main model as {pair.baseline_format}, this machine's fastest without a draft "
-            f"in {mode} mode, and the speculative side as {pair.main_format} (faster with its draft): different "
-            "weights, so their texts may differ (exact mode runs one main on both sides).")

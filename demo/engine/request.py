@@ -1,17 +1,20 @@
 """What a visitor asks for (RaceRequest), its first check, and how a finished race is
-summed up and described in words (Summary, how_it_ran)."""
+summed up and described in words (Summary, how_it_ran, weights_note)."""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 from ..core import placement
 from ..core.errors import DemoError
 from ..core.explain import Explanation
 from ..core.metrics import Comparison, SideStats
 from ..core.settings import MAX_PROMPT_CHARS, GenerationSettings, Mode, PipelineOptions, cpu_cores
+
+if TYPE_CHECKING:  # annotations only
+    from ..models.prepare import PreparedPair
 
 
 @dataclass(frozen=True)
@@ -107,3 +110,10 @@ def validate_prompt(prompt: Optional[str]) -> str:
 
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def weights_note(pair: "PreparedPair", mode: str) -> str:
+    """One line for a race whose two sides read different main weights."""
+    return (f"The baseline runs the main model as {pair.baseline_format}, this machine's fastest without a draft "
+            f"in {mode} mode, and the speculative side as {pair.main_format} (faster with its draft): different "
+            "weights, so their texts may differ (exact mode runs one main on both sides).")

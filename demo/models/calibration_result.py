@@ -14,7 +14,7 @@ The JSON form, as saved in the cache's calibration/ folder and written by
       others_busy          [before, after]: other processes' share of the cores (None: unknown)
       k_max, prompts, max_new_tokens, prefix_tokens   what was measured: K up to k_max, on
                            `prompts` prompts answered to max_new_tokens, curves after a prefix
-      plan                 "full" or "launch" (demo.calibrate.calibration.Plan)
+      plan                 "full" or "launch" (demo.calibrate.plan.Plan)
       acceptance_from      the main format whose answers acceptance was counted on, when not
                            every main format's (None: each its own)
       threads              {mode: threads per pipeline} (None: OpenVINO's default, all cores)

@@ -98,6 +98,12 @@ def load_cached(store, preset) -> Optional[Calibration]:
     return read(cache_path(store, preset.name, fingerprint(preset, store)))
 
 
+def calibrated_precision(store, preset) -> str:
+    """The activation precision this machine's calibration of `preset` chose; f32 without one."""
+    result = load_cached(store, preset) if preset.draft is not None else None
+    return result.precision.choice if result is not None and result.precision is not None else "f32"
+
+
 def step_costs(result: Optional[Calibration], main_format: Optional[str], draft_format: Optional[str], mode: str):
     """What one speculative step costs in `mode` ("race" or "fair") for these weight formats,
     from a calibration (load_cached): demo.core.acceptance.StepCosts, or None when the

@@ -1,0 +1,40 @@
+"""How much a calibration measures (demo.calibrate.calibration): the full plan of
+`python -m demo.calibrate`, and the launch plan `python app.py` runs before it says Ready."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from .measure import DRAFT_REPEATS, REPEATS
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How much a calibration measures. The launch plan is what `python app.py` runs on a
+    fresh machine before it says Ready: acceptance from the first main format's answers
+    only (formats of one model agree with the draft within a few %), sparse curves
+    everywhere, fewer rounds, and a real pipeline timed on one prompt, over its first
+    `overhead_new_tokens` tokens (enough steps at every K; fewer in race mode, whose steps
+    are slower) and only at the two K its overhead line goes through (K=1 then follows the
+    line)."""
+
+    name: str
+    sparse_fair: bool = False
+    repeats: int = REPEATS
+    acceptance_per_main: bool = True
+    draft_repeats: int = DRAFT_REPEATS
+    overhead_prompts: Optional[int] = None   # None: all the calibration prompts
+    overhead_new_tokens: Optional[int] = None  # None: as many as the acceptance answers
+    race_overhead_new_tokens: Optional[int] = None  # None: overhead_new_tokens (race steps are slower)
+    overhead_at_k1: bool = True  # also time K=1 itself, which can sit off the line
+    # The main model alone, every format's real baseline pipeline interleaved (measure.plain_rates).
+    plain_rounds: int = 3
+    plain_prompts: Optional[int] = None  # None: all the calibration prompts
+    plain_new_tokens: int = 64
+
+
+FULL = Plan("full")
+LAUNCH = Plan("launch", sparse_fair=True, repeats=3, acceptance_per_main=False, draft_repeats=8, overhead_prompts=1,
+              overhead_new_tokens=48, race_overhead_new_tokens=36, overhead_at_k1=False,
+              plain_rounds=2, plain_prompts=1, plain_new_tokens=24)
