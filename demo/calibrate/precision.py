@@ -27,9 +27,9 @@ PRIOR = "f32"
 PREFERRED = ("int4_sym", "int8", "gguf", "f16")  # the smallest weights first
 K_TYPICAL = 4  # the K calibration chose on every CPU class so far (1..7): the verify is M = 5
 # Faster means faster by TIE in the LEAST favourable round. A launch on a Zen 4 read bf16 at
-# 0.96, 0.95, 0.86, 0.81 of f32 round after round (a drift, not the precision: 12 rounds on
-# the same machine a minute later read 0.98, range 0.90-1.01), while the effects that matter are
-# larger and steady (the AMX Xeon's bf16 verify took 2x f32's).
+# 0.96, 0.95, 0.86, 0.81 of f32 round after round (a drift, not the precision: 12 rounds later,
+# scripts/experiments/precision_rounds.py, read 1.01, single rounds 0.80-1.33), while the effects
+# that matter are larger and steady (the AMX Xeon's bf16 verify took 2x f32's).
 TIE = 0.05
 ROUNDS = 6  # of BLOCK steps of each size per model: the second compile, not these, is the stage's cost
 BLOCK = 3
