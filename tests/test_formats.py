@@ -111,6 +111,17 @@ def matmul_weight_shapes(model) -> dict[str, tuple]:
     }
 
 
+def stacked_weight_shapes(model) -> list[tuple]:
+    """The MatMuls' [rows, width] weight shapes, with the rows of those that read the same tensor added up."""
+    by_input: dict = {}
+    for n in model.get_ops():
+        if n.get_type_name() == "MatMul" and n.input(1).get_partial_shape().is_static:
+            source = n.input_value(0)
+            by_input.setdefault((source.get_node().get_name(), source.get_index()), []).append(
+                tuple(n.input(1).get_partial_shape().to_shape()))
+    return sorted((sum(s[0] for s in shapes), shapes[0][1]) for shapes in by_input.values())
+
+
 def gguf_parameter_count() -> int:
     import gguf
 
@@ -137,8 +148,10 @@ def test_weights_have_the_format_element_types_and_the_gguf_shapes(prepared, fmt
     gguf_model = read(prepared["gguf"]["result"].path)
     model = read(folder)
     subgraphs = weight_subgraphs(model)
-    # SmolLM2-135M: 30 layers x 7 projections + the embedding (tied to lm_head)
-    assert len(subgraphs) >= 211, len(subgraphs)
+    # int4_sym merges the projections that read one input (demo.models.fused_projections)
+    merged = fmt == "int4_sym"
+    # SmolLM2-135M: 30 layers x 7 projections (merged: q/k/v, o, gate/up, down) + the embedding (tied to lm_head)
+    assert len(subgraphs) >= (121 if merged else 211), len(subgraphs)
     for name, consts in subgraphs.items():
         biggest = max(consts, key=lambda c: math.prod(c.get_output_shape(0)))
         et = biggest.get_output_element_type(0).get_type_name()
@@ -153,9 +166,12 @@ def test_weights_have_the_format_element_types_and_the_gguf_shapes(prepared, fmt
             assert scales, f"{fmt}: {name} has no scale"
             zero_points = [c for c in consts if c is not biggest and c.get_output_element_type(0).get_type_name() == "u4"]
             assert bool(zero_points) == (fmt == "int4_asym"), f"{fmt}: {name} zero points {len(zero_points)}"
-    # the same MatMuls, multiplying by weights of the same shapes as the GGUF reader's IR
-    assert matmul_weight_shapes(model) == matmul_weight_shapes(gguf_model)
-    assert len(matmul_weight_shapes(model)) >= 211
+    if merged:  # the GGUF reader's weights, those reading one input stacked on the output axis
+        assert sorted(matmul_weight_shapes(model).values()) == stacked_weight_shapes(gguf_model)
+        assert len(matmul_weight_shapes(model)) == 30 * 4 + 1
+    else:  # the same MatMuls, multiplying by weights of the same shapes as the GGUF reader's IR
+        assert matmul_weight_shapes(model) == matmul_weight_shapes(gguf_model)
+        assert len(matmul_weight_shapes(model)) >= 211
 
 
 @pytest.fixture(scope="module")
@@ -183,6 +199,27 @@ def test_int4_formats_quantize_activations_in_groups_of_128_when_compiled(prepar
     exact = core.compile_model(prepared[fmt]["result"].path / "openvino_model.xml", "CPU",
                                {"INFERENCE_PRECISION_HINT": "f32", "DYNAMIC_QUANTIZATION_GROUP_SIZE": "0"})
     assert int(exact.get_property("DYNAMIC_QUANTIZATION_GROUP_SIZE")) == 0  # exact mode's own setting wins
+
+
+def test_int4_sym_merges_the_projections_and_keeps_every_logit(prepared):
+    """The int4_sym folder against the same NNCF compression of the same f16 model, unmerged: the
+    CPU plugin's logits for a prompt agree, with 4 matmuls a layer instead of 7."""
+    import nncf
+    import numpy as np
+    import openvino as ov
+
+    merged = read(prepared["int4_sym"]["result"].path)
+    unmerged = nncf.compress_weights(read(prepared["f16"]["result"].path), **formats._nncf_options("int4_sym"))
+    counts = [sum(op.get_type_name() == "MatMul" for op in m.get_ops()) for m in (merged, unmerged)]
+    assert counts[1] - counts[0] == 30 * 3, counts  # a layer's q/k/v as one, gate/up as one
+    ids = np.array([[1, 504, 3458, 282, 4649, 314, 5478, 47, 2]], dtype=np.int64)  # any ids will do
+    inputs = {"input_ids": ids, "attention_mask": np.ones_like(ids), "beam_idx": np.zeros(1, dtype=np.int32),
+              "position_ids": np.arange(ids.shape[1], dtype=np.int64)[None, :]}
+    config = {"INFERENCE_PRECISION_HINT": "f32", "DYNAMIC_QUANTIZATION_GROUP_SIZE": "128"}
+    logits = [ov.Core().compile_model(m, "CPU", config).create_infer_request().infer(inputs)["logits"]
+              for m in (merged, unmerged)]
+    np.testing.assert_allclose(logits[0], logits[1], rtol=1e-5, atol=1e-4)
+    assert (logits[0].argmax(-1) == logits[1].argmax(-1)).all()
 
 
 def test_file_sizes_match_the_bytes_per_weight(prepared):

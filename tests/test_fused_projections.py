@@ -1,0 +1,101 @@
+"""Merged projections (demo/models/fused_projections.py): fewer matmuls, the same outputs.
+
+A small graph laid out as NNCF writes int4_sym weights (4-bit values, a scale per group of
+128, a Convert to f32) is run by OpenVINO's CPU plugin before and after the merge, on the
+same random input: the unmerged graph is the reference. The merge on a real model (SmolLM2,
+made by the int4_sym format) is checked in tests/test_formats.py.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from demo.models.fused_projections import fuse_projections
+
+pytestmark = pytest.mark.fast
+
+HIDDEN, GROUP = 256, 128
+
+
+def int4_weight(rng, rows: int, zero_point: bool = False):
+    """Const(i4 or u4 [rows, groups, 128]) -> Convert -> [Subtract zero point] -> Multiply(scale) -> Reshape -> Convert f32."""
+    import openvino as ov
+    from openvino import opset13 as ops
+
+    shape = [rows, HIDDEN // GROUP, GROUP]
+    values = ov.Tensor(ov.Type.u4 if zero_point else ov.Type.i4, ov.Shape(shape))
+    values.data.reshape(-1)[:] = rng.integers(0, 256, size=values.data.size, dtype=np.uint8).view(values.data.dtype)
+    w = ops.convert(ov.op.Constant(values, shared_memory=False), ov.Type.f16)
+    if zero_point:
+        w = ops.subtract(w, ops.constant(np.full(shape[:2] + [1], 8, dtype=np.float16)))
+    w = ops.multiply(w, ops.constant((rng.random(shape[:2] + [1]) * 0.02 + 0.01).astype(np.float16)))
+    return ops.convert(ops.reshape(w, ops.constant(np.array([rows, HIDDEN], dtype=np.int64)), False), ov.Type.f32)
+
+
+def layer(zero_point_on_v: bool = False):
+    """x -> one norm -> q, k, v (biased, as Qwen2's); x -> another -> gate, up (no bias); five results."""
+    import openvino as ov
+    from openvino import opset13 as ops
+
+    rng = np.random.default_rng(0)
+    x = ops.parameter([1, -1, HIDDEN], ov.Type.f32, name="x")
+    attention, mlp = (ops.multiply(x, ops.constant(rng.random((1, 1, HIDDEN)).astype(np.float32))) for _ in range(2))
+    outputs = []
+    for name, rows, bias in (("q", 256, True), ("k", 128, True), ("v", 128, True), ("gate", 384, False),
+                             ("up", 384, False)):
+        mm = ops.matmul(mlp if name in ("gate", "up") else attention, int4_weight(rng, rows, zero_point=zero_point_on_v and name == "v"), False, True)
+        if bias:
+            mm = ops.add(mm, ops.convert(ops.constant(rng.standard_normal(rows).astype(np.float16)), ov.Type.f32))
+        outputs.append(ops.result(ops.relu(mm), name=name))
+    return ov.Model(outputs, [x], "layer")
+
+
+def run(model, x):
+    import openvino as ov
+
+    compiled = ov.Core().compile_model(model, "CPU", {"INFERENCE_PRECISION_HINT": "f32",
+                                                      "DYNAMIC_QUANTIZATION_GROUP_SIZE": "0"})
+    return [compiled({"x": x})[out] for out in compiled.outputs]
+
+
+def matmuls(model) -> int:
+    return sum(op.get_type_name() == "MatMul" for op in model.get_ordered_ops())
+
+
+def adds(model) -> int:
+    return sum(op.get_type_name() == "Add" for op in model.get_ordered_ops())
+
+
+def test_projections_reading_one_input_become_one_matmul_each_group_with_the_same_outputs():
+    x = np.random.default_rng(1).standard_normal((1, 3, HIDDEN)).astype(np.float32)
+    reference = run(layer(), x)
+    model = layer()
+    assert fuse_projections(model) == 2  # q/k/v and gate/up
+    assert matmuls(model) == 2
+    assert adds(model) == 1  # q/k/v's biases, added once
+    for want, got in zip(reference, run(model, x)):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    assert [o.get_any_name() for o in model.outputs] == ["q", "k", "v", "gate", "up"]
+
+
+def test_a_weight_with_zero_points_is_left_alone():
+    x = np.random.default_rng(2).standard_normal((1, 2, HIDDEN)).astype(np.float32)
+    reference = run(layer(zero_point_on_v=True), x)
+    model = layer(zero_point_on_v=True)
+    assert fuse_projections(model) == 2
+    assert matmuls(model) == 3  # v (zero points, as int4_asym) on its own; q/k and gate/up merged
+    assert adds(model) == 2  # q/k's biases once, v's its own
+    for want, got in zip(reference, run(model, x)):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_a_graph_without_compressed_weights_is_unchanged():
+    import openvino as ov
+    from openvino import opset13 as ops
+
+    x = ops.parameter([1, 4, HIDDEN], ov.Type.f32, name="x")
+    w = ops.constant(np.ones((8, HIDDEN), dtype=np.float32))
+    model = ov.Model([ops.result(ops.matmul(x, w, False, True)), ops.result(ops.matmul(x, w, False, True))], [x])
+    assert fuse_projections(model) == 0
+    assert matmuls(model) == 2
