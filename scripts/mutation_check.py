@@ -97,6 +97,22 @@ class Mutation:
 
 MUTATIONS = [
     Mutation(
+        "fused projections: the biases stacked in reverse",
+        "q/k/v merged into one matmul add each other's bias vectors, so every answer of an int4_sym model changes",
+        "demo/models/fused_projections.py",
+        "            bias = ops.constant(np.concatenate([c.get_data().reshape(-1) for _, c, _ in biases]))",
+        "            bias = ops.constant(np.concatenate([c.get_data().reshape(-1) for _, c, _ in biases][::-1]))",
+        ("tests/test_fused_projections.py::test_projections_reading_one_input_become_one_matmul_each_group_with_the_same_outputs",),
+    ),
+    Mutation(
+        "fused projections: the columns handed out in the wrong order",
+        "after the merged matmul, each former projection gets another one's columns",
+        "demo/models/fused_projections.py",
+        "ops.constant(np.array(rows, dtype=np.int64)))",
+        "ops.constant(np.array(rows[::-1], dtype=np.int64)))",
+        ("tests/test_fused_projections.py::test_projections_reading_one_input_become_one_matmul_each_group_with_the_same_outputs",),
+    ),
+    Mutation(
         "precision: a win read from the median round",
         "the plugin's default replaces f32 on a median win, so a launch's drift picks bf16",
         "demo/calibrate/precision.py",
