@@ -113,6 +113,14 @@ MUTATIONS = [
         ("tests/test_fused_projections.py::test_projections_reading_one_input_become_one_matmul_each_group_with_the_same_outputs",),
     ),
     Mutation(
+        "fused projections: zero points stacked in reverse",
+        "merged int4_asym weights subtract each other's zero points, so their columns come out wrong",
+        "demo/models/fused_projections.py",
+        "_stack([w.zero_point for w in weights])",
+        "_stack([w.zero_point for w in weights][::-1])",
+        ("tests/test_fused_projections.py::test_weights_with_zero_points_merge_with_their_zero_points",),
+    ),
+    Mutation(
         "precision: a win read from the median round",
         "the plugin's default replaces f32 on a median win, so a launch's drift picks bf16",
         "demo/calibrate/precision.py",

@@ -148,8 +148,8 @@ def test_weights_have_the_format_element_types_and_the_gguf_shapes(prepared, fmt
     gguf_model = read(prepared["gguf"]["result"].path)
     model = read(folder)
     subgraphs = weight_subgraphs(model)
-    # int4_sym merges the projections that read one input (demo.models.fused_projections)
-    merged = fmt == "int4_sym"
+    # the int4 formats merge the projections that read one input (demo.models.fused_projections)
+    merged = fmt.startswith("int4")
     # SmolLM2-135M: 30 layers x 7 projections (merged: q/k/v, o, gate/up, down) + the embedding (tied to lm_head)
     assert len(subgraphs) >= (121 if merged else 211), len(subgraphs)
     for name, consts in subgraphs.items():

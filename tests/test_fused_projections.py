@@ -1,7 +1,7 @@
 """Merged projections (demo/models/fused_projections.py): fewer matmuls, the same outputs.
 
-A small graph laid out as NNCF writes int4_sym weights (4-bit values, a scale per group of
-128, a Convert to f32) is run by OpenVINO's CPU plugin before and after the merge, on the
+A small graph laid out as NNCF writes int4 weights (4-bit values, a zero point per group in
+int4_asym, a scale per group of 128, a Convert to f32) is run by OpenVINO's CPU plugin before and after the merge, on the
 same random input: the unmerged graph is the reference. The merge on a real model (SmolLM2,
 made by the int4_sym format) is checked in tests/test_formats.py.
 """
@@ -15,25 +15,33 @@ from demo.models.fused_projections import fuse_projections
 
 pytestmark = pytest.mark.fast
 
-HIDDEN, GROUP = 256, 128
+HIDDEN, GROUP = 384, 128  # 3 groups a row: a row of 4-bit zero points ends mid-byte
+
+
+def four_bit(rng, etype, shape):
+    """A 4-bit Constant of random values."""
+    import openvino as ov
+
+    t = ov.Tensor(etype, ov.Shape(shape))
+    t.data.reshape(-1)[:] = rng.integers(0, 256, size=t.data.size, dtype=np.uint8).view(t.data.dtype)
+    return ov.op.Constant(t, shared_memory=False)
 
 
 def int4_weight(rng, rows: int, zero_point: bool = False):
-    """Const(i4 or u4 [rows, groups, 128]) -> Convert -> [Subtract zero point] -> Multiply(scale) -> Reshape -> Convert f32."""
+    """Const(i4, or u4 with zero points [rows, groups, 1] as int4_asym and the GGUF reader write
+    them) -> Convert -> [Subtract(Convert(zero point))] -> Multiply(scale) -> Reshape -> Convert f32."""
     import openvino as ov
     from openvino import opset13 as ops
 
     shape = [rows, HIDDEN // GROUP, GROUP]
-    values = ov.Tensor(ov.Type.u4 if zero_point else ov.Type.i4, ov.Shape(shape))
-    values.data.reshape(-1)[:] = rng.integers(0, 256, size=values.data.size, dtype=np.uint8).view(values.data.dtype)
-    w = ops.convert(ov.op.Constant(values, shared_memory=False), ov.Type.f16)
+    w = ops.convert(four_bit(rng, ov.Type.u4 if zero_point else ov.Type.i4, shape), ov.Type.f16)
     if zero_point:
-        w = ops.subtract(w, ops.constant(np.full(shape[:2] + [1], 8, dtype=np.float16)))
+        w = ops.subtract(w, ops.convert(four_bit(rng, ov.Type.u4, shape[:2] + [1]), ov.Type.f16))
     w = ops.multiply(w, ops.constant((rng.random(shape[:2] + [1]) * 0.02 + 0.01).astype(np.float16)))
     return ops.convert(ops.reshape(w, ops.constant(np.array([rows, HIDDEN], dtype=np.int64)), False), ov.Type.f32)
 
 
-def layer(zero_point_on_v: bool = False):
+def layer(zero_points: tuple = ()):
     """x -> one norm -> q, k, v (biased, as Qwen2's); x -> another -> gate, up (no bias); five results."""
     import openvino as ov
     from openvino import opset13 as ops
@@ -44,7 +52,7 @@ def layer(zero_point_on_v: bool = False):
     outputs = []
     for name, rows, bias in (("q", 256, True), ("k", 128, True), ("v", 128, True), ("gate", 384, False),
                              ("up", 384, False)):
-        mm = ops.matmul(mlp if name in ("gate", "up") else attention, int4_weight(rng, rows, zero_point=zero_point_on_v and name == "v"), False, True)
+        mm = ops.matmul(mlp if name in ("gate", "up") else attention, int4_weight(rng, rows, zero_point=name in zero_points), False, True)
         if bias:
             mm = ops.add(mm, ops.convert(ops.constant(rng.standard_normal(rows).astype(np.float16)), ov.Type.f32))
         outputs.append(ops.result(ops.relu(mm), name=name))
@@ -79,13 +87,25 @@ def test_projections_reading_one_input_become_one_matmul_each_group_with_the_sam
     assert [o.get_any_name() for o in model.outputs] == ["q", "k", "v", "gate", "up"]
 
 
-def test_a_weight_with_zero_points_is_left_alone():
+def test_weights_laid_out_differently_are_not_stacked_together():
     x = np.random.default_rng(2).standard_normal((1, 2, HIDDEN)).astype(np.float32)
-    reference = run(layer(zero_point_on_v=True), x)
-    model = layer(zero_point_on_v=True)
+    reference = run(layer(zero_points=("v",)), x)
+    model = layer(zero_points=("v",))
     assert fuse_projections(model) == 2
-    assert matmuls(model) == 3  # v (zero points, as int4_asym) on its own; q/k and gate/up merged
+    assert matmuls(model) == 3  # v (zero points) on its own; q/k and gate/up merged
     assert adds(model) == 2  # q/k's biases once, v's its own
+    for want, got in zip(reference, run(model, x)):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_weights_with_zero_points_merge_with_their_zero_points():
+    """int4_asym and the GGUF reader's IR: 4-bit values minus a 4-bit zero point per group."""
+    x = np.random.default_rng(3).standard_normal((1, 3, HIDDEN)).astype(np.float32)
+    every = ("q", "k", "v", "gate", "up")
+    reference = run(layer(zero_points=every), x)
+    model = layer(zero_points=every)
+    assert fuse_projections(model) == 2
+    assert matmuls(model) == 2
     for want, got in zip(reference, run(model, x)):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 

@@ -12,7 +12,7 @@ prepared in any of these formats, each its own ready IR folder:
   int8       NNCF INT8_SYM, one scale per output channel
   int4_sym   NNCF INT4_SYM, groups of 128 (smaller where a width is not divisible by 128), the
              projections that read the same input merged (demo.models.fused_projections)
-  int4_asym  NNCF INT4_ASYM, the same groups, with zero points
+  int4_asym  NNCF INT4_ASYM, the same groups, with zero points, merged alike
   auto       chosen at prepare time by resolve_auto_format()
 
 NNCF cannot compress the GGUF layout as it is (its weights are already integers:
@@ -167,7 +167,7 @@ def _compress_model(model, src: Path, dst: Path, weight_format: str, checkpoint:
     options = _nncf_options(weight_format)
     with _quiet_nncf():
         model = nncf.compress_weights(model, **options)
-    # q/k/v and gate/up as one matmul each (int4_sym: the same logits, fewer fixed costs a step).
+    # q/k/v and gate/up as one matmul each (the int4 formats: the same logits, fewer fixed costs a step).
     fuse_projections(model)
     if "group_size" in options:
         # Quantize activations in the weights' own groups: a 7-token verify of the int4_sym 1.5B
