@@ -110,6 +110,24 @@ def test_weights_with_zero_points_merge_with_their_zero_points():
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
+def test_a_bias_that_does_not_span_its_projection_is_not_stacked():
+    """A constant added to every column (shape [1]) is not a bias vector to concatenate."""
+    import openvino as ov
+    from openvino import opset13 as ops
+
+    rng = np.random.default_rng(4)
+    x = ops.parameter([1, -1, HIDDEN], ov.Type.f32, name="x")
+    outs = [ops.result(ops.add(ops.matmul(x, int4_weight(rng, rows), False, True),
+                               ops.constant(np.array([0.5 * i + 1], dtype=np.float32))), name=f"p{i}")
+            for i, rows in enumerate((128, 256))]
+    model = ov.Model(outs, [x])
+    reference = run(model.clone(), np.ones((1, 2, HIDDEN), dtype=np.float32))
+    assert fuse_projections(model) == 1
+    assert adds(model) == 2  # each keeps its own Add
+    for want, got in zip(reference, run(model, np.ones((1, 2, HIDDEN), dtype=np.float32))):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
 def test_a_graph_without_compressed_weights_is_unchanged():
     import openvino as ov
     from openvino import opset13 as ops

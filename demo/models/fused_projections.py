@@ -12,7 +12,7 @@ fast there (9 prompt pairs, 1.02-1.18), the main alone 1.01× (BENCHMARKS.md).
 Each group of MatMuls fed by the same tensor whose weights are 4-bit constants laid out
 alike ([N, groups, group size] values, minus a per-group zero point in int4_asym and the GGUF
 reader's IR, times a per-group scale) becomes one MatMul over the weights stacked on the output
-axis (the packed bytes of whole rows concatenated, the scales and zero points likewise), with
+axis (each constant's packed bytes concatenated, the scales and zero points likewise), with
 their bias vectors, if every one has one, added before a VariadicSplit that hands each former
 consumer its columns. Every output column is computed from the same weights and the same input
 as before: the logits are unchanged (tests/test_fused_projections.py checks them against the
