@@ -2,12 +2,13 @@
 its time, by operation, from OpenVINO's own performance counters (PERF_COUNT), beside the
 bytes that step reads and this machine's memory read bandwidth.
 
-    python scripts/experiments/op_profile.py MAIN_IR [--threads N] [--steps 24] [--json OUT.json]
+    python scripts/experiments/op_profile.py MAIN_IR [--threads N] [--steps 24] [--tokens M] [--json OUT.json]
 
 The IR is compiled as calibration drives it (demo.engine.stateful: the pipelines' CPU
 properties, f32 activations), a prompt is prefilled, then `--steps` tokens are decoded
 greedily one at a time; each step's counters are summed by (operation type, kernel) and
-averaged over the steps. Printed: ms a token per row and its share of the step, the step's
+averaged over the steps. `--tokens M` feeds M tokens a step instead of one (the greedy token
+repeated): the shape of a speculative verify of M-1 guesses. Printed: ms a token per row and its share of the step, the step's
 achieved bandwidth (bytes read ÷ step time) and the machine's read bandwidth.
 """
 
@@ -27,7 +28,7 @@ from demo.engine.stateful import cpu_config  # noqa: E402
 PROMPT_TOKENS = 64
 
 
-def profile(folder: Path, threads, steps: int) -> dict:
+def profile(folder: Path, threads, steps: int, tokens: int = 1) -> dict:
     import numpy as np
     import openvino as ov
 
@@ -48,12 +49,12 @@ def profile(folder: Path, threads, steps: int) -> dict:
     wall = []
     for _ in range(steps):
         t = time.perf_counter()
-        logits = feed([token], past)
+        logits = feed([token] * tokens, past)
         wall.append(time.perf_counter() - t)
         for info in request.profiling_info:
             if info.status == ov.ProfilingInfo.Status.EXECUTED:
                 rows[(info.node_type, info.exec_type)] += info.real_time.total_seconds()
-        past, token = past + 1, int(logits[0, -1].argmax())
+        past, token = past + tokens, int(logits[0, -1].argmax())
     counted = sum(rows.values()) / steps
     return {"step_ms_median": sorted(wall)[len(wall) // 2] * 1000, "counted_ms": counted * 1000,
             "by_op": sorted(({"op": op, "kernel": kernel, "ms": s / steps * 1000, "share": s / steps / counted}
@@ -65,15 +66,16 @@ def main() -> int:
     ap.add_argument("folder", type=Path)
     ap.add_argument("--threads", type=int, default=None, help="CPU threads (default: OpenVINO's, all cores)")
     ap.add_argument("--steps", type=int, default=24)
+    ap.add_argument("--tokens", type=int, default=1, help="tokens fed a step (a verify of M-1 guesses: M)")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     read = ir_bytes_per_token(args.folder)["per_token"]
     bandwidth = memory_read_gb_s(args.threads or machine_info()["cores"])
-    result = {"folder": args.folder.name, "threads": args.threads, "bytes_per_token": read,
-              "machine_read_gb_s": bandwidth, **profile(args.folder, args.threads, args.steps),
+    result = {"folder": args.folder.name, "threads": args.threads, "tokens": args.tokens, "bytes_per_token": read,
+              "machine_read_gb_s": bandwidth, **profile(args.folder, args.threads, args.steps, args.tokens),
               "machine": machine_info()}
     achieved = read / (result["step_ms_median"] / 1000) / 1e9
-    print(f"{args.folder.name}: a decoding step {result['step_ms_median']:.1f} ms (median of {args.steps}; counters "
+    print(f"{args.folder.name}: a step of {args.tokens} token{'s' if args.tokens > 1 else ''} {result['step_ms_median']:.1f} ms (median of {args.steps}; counters "
           f"account for {result['counted_ms']:.1f} ms), reads {read / 1e9:.2f} GB: {achieved:.1f} GB/s against "
           f"{bandwidth:.1f} GB/s this machine reads ({achieved / bandwidth:.0%})")
     for r in result["by_op"][:12]:

@@ -16,6 +16,8 @@ A variant named base* is the main model alone; any other is speculative with tha
 JSON holds extra properties for both constructors ("draft:" prefixed keys go to the draft
 only, "main:" to the main only), "@draft" or "@main" names another draft or main folder, and
 "@threshold" drafts on OpenVINO GenAI's assistant_confidence_threshold instead of K guesses.
+Tokens are streamed as ids, as the arena streams them; "@streamer": "text" streams text
+through a Python callback instead (OpenVINO GenAI then detokenizes every token).
 """
 
 from __future__ import annotations
@@ -55,7 +57,8 @@ def build(main: Path, draft: Path, props: dict, speculative: bool):
                           draft_model=ov.draft_model(str(draft), "CPU", **draft_props), **main_props)
 
 
-def run_once(pipe, prompt: str, k: int, new_tokens: int, speculative: bool, threshold=None) -> dict:
+def run_once(pipe, prompt: str, k: int, new_tokens: int, speculative: bool, threshold=None,
+             text_streamer: bool = False) -> dict:
     import openvino_genai as ov
 
     cfg = ov.GenerationConfig()
@@ -68,9 +71,23 @@ def run_once(pipe, prompt: str, k: int, new_tokens: int, speculative: bool, thre
         cfg.num_assistant_tokens = k
     stamps = []
 
-    def streamer(_chunk):
+    class Streamer(ov.StreamerBase):
+        """Token ids, as the arena streams them (demo.engine.openvino_runner): with a text
+        callback OpenVINO GenAI detokenizes every token, which slows the main alone more than
+        a speculative step and so inflates their ratio (BENCHMARKS.md, Zen 5)."""
+
+        def write(self, token):
+            stamps.append(time.perf_counter())
+            return ov.StreamingStatus.RUNNING
+
+        def end(self):
+            pass
+
+    def text_callback(_text):
         stamps.append(time.perf_counter())
         return ov.StreamingStatus.RUNNING
+
+    streamer = text_callback if text_streamer else Streamer()
 
     tok = pipe.get_tokenizer()
     text = tok.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True)
@@ -135,10 +152,11 @@ def main() -> int:
             spec = k is not None
             props = dict(props)
             threshold = props.pop("@threshold", None)
+            text_streamer = props.pop("@streamer", "ids") == "text"
             pipe = build(args.main, args.draft, props, spec)
-            run_once(pipe, prompts[0], k, 16, spec, threshold)  # untimed: first-run kernel compilation
+            run_once(pipe, prompts[0], k, 16, spec, threshold, text_streamer)  # untimed: first-run kernel compilation
             for p in prompts:
-                out = run_once(pipe, p, k, args.max_new_tokens, spec, threshold)
+                out = run_once(pipe, p, k, args.max_new_tokens, spec, threshold, text_streamer)
                 runs[name].append(out)
                 step = out.get("step_ms", {})
                 print(f"round {r + 1} {name:>12}: {out['decode_tok_s']:.2f} tok/s decode, "
