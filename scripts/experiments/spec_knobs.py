@@ -72,9 +72,10 @@ def run_once(pipe, prompt: str, k: int, new_tokens: int, speculative: bool, thre
     stamps = []
 
     class Streamer(ov.StreamerBase):
-        """Token ids, as the arena streams them (demo.engine.openvino_runner): with a text
-        callback OpenVINO GenAI detokenizes every token, which slows the main alone more than
-        a speculative step and so inflates their ratio (BENCHMARKS.md, Zen 5)."""
+        """Token ids, as the arena streams them (demo.engine.openvino_runner). With a text
+        callback OpenVINO GenAI detokenizes every token (the main alone took 1.07x as long on
+        a Zen 5) and holds the first tokens back (a speculative rate counted from the first
+        callback read high): their ratio came out a tenth too high (BENCHMARKS.md)."""
 
         def write(self, token):
             stamps.append(time.perf_counter())
