@@ -129,6 +129,14 @@ MUTATIONS = [
         ("tests/test_native_safety.py::test_a_child_allocates_in_huge_pages_where_the_kernel_allows_them",),
     ),
     Mutation(
+        "quiet log: one stream for every thread",
+        "a conversion is printed as done when a check begins in another thread, before its 100% line",
+        "demo/core/quiet_log.py",
+        '    return (head if sep and " " not in head else ""), threading.get_ident()',
+        '    return (head if sep and " " not in head else ""), 0',
+        ("tests/test_native_safety.py::test_a_task_is_not_called_done_because_another_thread_began_one",),
+    ),
+    Mutation(
         "precision: a win read from the median round",
         "the plugin's default replaces f32 on a median win, so a launch's drift picks bf16",
         "demo/calibrate/precision.py",

@@ -375,6 +375,32 @@ def test_the_log_times_each_stream_on_its_own():
                      "ready for races"]
 
 
+def test_a_task_is_not_called_done_because_another_thread_began_one():
+    """At launch the draft converts while the main model's check runs in another thread: the
+    check's first line must not end the conversion ("converting …: done in 6.4 s" before its
+    100% line, a stop measured), and each says its own duration."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    lines, now = [], [0.0]
+    log = QuietLog(lines.append, clock=lambda: now[0])
+    draft, check, race = (ThreadPoolExecutor(max_workers=1) for _ in range(3))  # three threads, alive throughout
+
+    def in_thread(thread, message: str, at: float) -> None:
+        now[0] = at
+        thread.submit(log, message).result()
+
+    in_thread(draft, "converting draft model to OpenVINO IR…", 13.0)
+    in_thread(check, "checking once that OpenVINO runs the gguf main with 1 thread on this CPU", 19.6)
+    in_thread(race, "waiting for the run in progress to end, then loading the models", 20.9)
+    in_thread(draft, "converting draft model to OpenVINO IR: 100%", 20.3)
+    in_thread(check, "checking once that OpenVINO runs the gguf main with 1 thread on this CPU: 100%", 28.3)
+    for thread in (draft, check, race):
+        thread.shutdown()
+    assert not [line for line in lines if "done in" in line], lines
+    assert "converting draft model to OpenVINO IR: 100% (7.3 s)" in lines
+    assert "checking once that OpenVINO runs the gguf main with 1 thread on this CPU: 100% (8.7 s)" in lines
+
+
 def test_a_task_with_percentages_is_timed_once():
     """A step announced with "…" that then reports percentages says its duration once, with
     its 100% line, not again when another step begins."""

@@ -4,7 +4,8 @@ seconds, never the same line twice, and how long each task took.
 A task is a message without its trailing percentage ("converting main model to IR: 42%"
 belongs to "converting main model to IR"). Two tasks may report at once (the draft is
 prepared beside the main model): each is rate-limited on its own, a duration is measured
-within its stream (a one-word prefix such as "calibrating: "), not across streams, and two tasks that take
+within its stream (the thread that reports it, and a one-word prefix such as "calibrating: "),
+not across streams (a conversion is not "done" because a check began in another thread), and two tasks that take
 turns (one waiting on the other's prepare) never reprint their lines: an identical line
 comes back only as a new occurrence of its step, at least `repeat_s` later. A task with percentages
 says its duration with its 100% line; one without says it when the next new task begins,
@@ -29,7 +30,7 @@ class QuietLog:
                  clock: Callable[[], float] = time.monotonic, repeat_s: float = 30.0):
         self.write, self.interval_s, self.clock, self.repeat_s = write, interval_s, clock, repeat_s
         self._tasks: dict[str, dict] = {}   # task -> started, printed (time), last (message)
-        self._open: dict[str, str] = {}     # stream -> its latest task without percentages, not yet timed
+        self._open: dict[tuple, str] = {}   # stream -> its latest task without percentages, not yet timed
         self._latest: Optional[str] = None  # the task of the message before
         self._lock = threading.Lock()
 
@@ -50,8 +51,9 @@ class QuietLog:
                 self.write(message)
                 return
             finished = message.rstrip().endswith("100%")
-            if progress and self._open.get(stream) == task:
-                del self._open[stream]  # its 100% line will say how long it took; no second duration
+            if progress:  # its 100% line will say how long it took; no second duration (from any thread)
+                for key in [k for k, t in self._open.items() if t == task]:
+                    del self._open[key]
             if message == state["last"] or (now - state["printed"] < self.interval_s and not finished):
                 return
             state.update(printed=now, last=message)
@@ -65,8 +67,9 @@ class QuietLog:
                 self.write(f"{task}: done in {now - started:.1f} s")
 
 
-def _stream(task: str) -> str:
+def _stream(task: str) -> tuple[str, int]:
     """ "calibrating: measuring …" belongs to the stream "calibrating"; a plain step, or a
-    sentence such as "fastest main alone: …", to ""."""
+    sentence such as "fastest main alone: …", to "": each within the thread reporting it, whose
+    steps follow one another (tasks of other threads run beside them)."""
     head, sep, _ = task.partition(": ")
-    return head if sep and " " not in head else ""
+    return (head if sep and " " not in head else ""), threading.get_ident()
