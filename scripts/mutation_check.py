@@ -483,11 +483,11 @@ MUTATIONS = [
         ("tests/test_native_safety.py::test_the_log_prints_progress_sparingly_and_each_tasks_duration",),
     ),
     Mutation(
-        "quiet log: one stream for everything",
+        "quiet log: one stream for every prefix",
         "a calibration line ends the pair's warm-up, so the log times the wrong step",
         "demo/core/quiet_log.py",
-        '    return head if sep and " " not in head else ""',
-        '    return ""',
+        '    return (head if sep and " " not in head else ""), threading.get_ident()',
+        '    return "", threading.get_ident()',
         ("tests/test_native_safety.py::test_the_log_times_each_stream_on_its_own",),
     ),
     Mutation(
