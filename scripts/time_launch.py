@@ -92,7 +92,7 @@ def visitor(url: str, t0: float, times: dict, stop: threading.Event, seen: list)
     if stop.is_set():
         return
     times["page_up_s"] = time.time() - t0
-    client = Client(url, verbose=False)
+    client = Client(url, verbose=False, download_files=False)  # its files are not needed (and it leaves folders in /tmp)
     preset = load_presets().default
     job = client.submit(PROMPT, preset, "CPU", "CPU", "draft model", 4, False, 0.4, 32, False, 0.7, 0.9, False,
                         "race: both at once", 0, 0, api_name="/race")
