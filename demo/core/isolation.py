@@ -93,9 +93,10 @@ def run(target: str, args: dict, *, what: str, timeout_s: Optional[float] = None
 # process starts; older ones ignore it). OpenVINO's CPU plugin copies a model's weights into
 # memory of its own, which a kernel in THP "madvise" mode (the usual default) leaves in 4 KiB
 # pages, and every token streams through all of it; llama.cpp reads its mmapped file, which the
-# page cache already maps in 2 MiB pages. On a Zen 5, both pipelines in one process, half of
-# them collapsed into huge pages, interleaved: speculative 1.024x (1.01-1.04, 9 pairs), main
-# alone 1.016x (1.00-1.09) (BENCHMARKS.md). Every child gets it, so both sides of a race alike.
+# page cache already maps in 2 MiB pages. On a Zen 5, the pipelines loaded twice in one process
+# and one copy collapsed into huge pages, interleaved (scripts/experiments/huge_pages.py, two
+# runs of 9 pairs): speculative 1.024x and 1.027x, main alone 1.016x and 1.087x (BENCHMARKS.md).
+# Every child gets it, so both sides of a race alike.
 HUGE_PAGES = "glibc.malloc.hugetlb=1"
 
 
