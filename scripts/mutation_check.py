@@ -121,14 +121,6 @@ MUTATIONS = [
         ("tests/test_fused_projections.py::test_weights_with_zero_points_merge_with_their_zero_points",),
     ),
     Mutation(
-        "huge pages: glibc told not to ask for them",
-        "a child's allocations (OpenVINO's copies of the weights) stay in 4 KiB pages where the kernel is in madvise mode",
-        "demo/core/isolation.py",
-        'HUGE_PAGES = "glibc.malloc.hugetlb=1"',
-        'HUGE_PAGES = "glibc.malloc.hugetlb=0"',
-        ("tests/test_native_safety.py::test_a_child_allocates_in_huge_pages_where_the_kernel_allows_them",),
-    ),
-    Mutation(
         "quiet log: one stream for every thread",
         "a conversion is printed as done when a check begins in another thread, before its 100% line",
         "demo/core/quiet_log.py",

@@ -91,19 +91,3 @@ def priority(args, send):
     except OSError:
         autogroup = ""
     return {"nice": os.nice(0), "autogroup": autogroup, "session_leader": os.getsid(0) == os.getpid()}
-
-
-def huge_pages(args, send):
-    """What the child's allocations get: its GLIBC_TUNABLES, and the kernel's count of anonymous
-    huge pages after it mallocs and fills 64 MiB through glibc (ctypes: no numpy, which asks for
-    huge pages itself)."""
-    import ctypes
-
-    libc = ctypes.CDLL("libc.so.6")
-    libc.malloc.restype = ctypes.c_void_p
-    size = 64 << 20
-    buffer = libc.malloc(size)
-    ctypes.memset(buffer, 1, size)
-    rollup = Path("/proc/self/smaps_rollup").read_text()
-    anon_huge_kb = next(int(line.split()[1]) for line in rollup.splitlines() if line.startswith("AnonHugePages:"))
-    return {"tunables": os.environ.get("GLIBC_TUNABLES", ""), "anon_huge_kb": anon_huge_kb}

@@ -68,25 +68,6 @@ def test_background_work_yields_to_the_app_in_its_own_session_too():
     assert normal["autogroup"].endswith(" nice 0") and background["autogroup"].endswith(" nice 19")
 
 
-def test_a_child_allocates_in_huge_pages_where_the_kernel_allows_them():
-    """OpenVINO's copies of the weights live in what the child mallocs: glibc is told to ask
-    for transparent huge pages, and the kernel's own count shows them (THP "never": none)."""
-    result = isolation.run(f"{STAND_INS}:huge_pages", {}, what="x")
-    assert "glibc.malloc.hugetlb=1" in result["tunables"].split(":")
-    mode = Path("/sys/kernel/mm/transparent_hugepage/enabled").read_text()
-    if "[never]" in mode:
-        assert result["anon_huge_kb"] == 0
-    else:
-        assert result["anon_huge_kb"] >= 32 << 10, (mode, result)
-
-
-def test_a_tunable_of_the_users_own_is_kept(monkeypatch):
-    monkeypatch.setenv("GLIBC_TUNABLES", "glibc.malloc.hugetlb=0:glibc.malloc.arena_max=2")
-    assert isolation.child_environment()["GLIBC_TUNABLES"] == "glibc.malloc.hugetlb=0:glibc.malloc.arena_max=2"
-    monkeypatch.setenv("GLIBC_TUNABLES", "glibc.malloc.arena_max=2")
-    assert isolation.child_environment()["GLIBC_TUNABLES"] == "glibc.malloc.arena_max=2:glibc.malloc.hugetlb=1"
-
-
 def test_a_python_error_in_the_child_is_not_called_a_crash():
     with pytest.raises(isolation.ChildFailed, match="ValueError: a Python error in the child"):
         isolation.run(f"{STAND_INS}:fail", {}, what="x")

@@ -89,31 +89,10 @@ def run(target: str, args: dict, *, what: str, timeout_s: Optional[float] = None
         log.close()
 
 
-# Transparent huge pages for what a child allocates (glibc 2.35 and later read this when the
-# process starts; older ones ignore it). OpenVINO's CPU plugin copies a model's weights into
-# memory of its own, which a kernel in THP "madvise" mode (the usual default) leaves in 4 KiB
-# pages, and every token streams through all of it; llama.cpp reads its mmapped file, which the
-# page cache already maps in 2 MiB pages. On a Zen 5, the pipelines loaded twice in one process
-# and one copy collapsed into huge pages, interleaved (scripts/experiments/huge_pages.py, two
-# runs of 9 pairs): speculative 1.024x and 1.027x, main alone 1.016x and 1.087x (BENCHMARKS.md).
-# Every child gets it, so both sides of a race alike.
-HUGE_PAGES = "glibc.malloc.hugetlb=1"
-
-
-def child_environment() -> dict:
-    """The environment of a child: this one, demo importable from the repository, and glibc's
-    huge pages for its allocations unless GLIBC_TUNABLES already says otherwise."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-    tunables = env.get("GLIBC_TUNABLES", "")
-    if "glibc.malloc.hugetlb" not in tunables:
-        env["GLIBC_TUNABLES"] = ":".join(filter(None, [tunables, HUGE_PAGES]))
-    return env
-
-
 def start_child(module_args: list, write_fd: int, log) -> subprocess.Popen:
     """A fresh `python -m MODULE ARGS` in a session of its own (so killing its group ends all it
     started), importing demo from this repository, its output to `log`, `write_fd` passed on."""
-    env = child_environment()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     return subprocess.Popen([sys.executable, "-m", *module_args], stdin=subprocess.PIPE, stdout=log, stderr=log,
                             pass_fds=(write_fd,), start_new_session=True, env=env, cwd=str(ROOT))
 

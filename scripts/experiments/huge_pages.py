@@ -1,24 +1,29 @@
 """Experiment (issue 30): what transparent huge pages buy the pipelines, in one process.
 
 OpenVINO's CPU plugin copies a model's weights into memory of its own; under the kernel's THP
-"madvise" mode that memory stays in 4 KiB pages unless asked (demo/core/isolation.py now has
-glibc ask, in every child). Separate processes drift apart on a shared host, so this loads the
+"madvise" mode that memory stays in 4 KiB pages unless asked (glibc asks for every allocation of
+a process started with GLIBC_TUNABLES=glibc.malloc.hugetlb=1). Separate processes drift apart
+on a shared host, so this loads the
 main alone and the speculative pair twice in one process, collapses the second copy's new
 anonymous memory into huge pages (madvise MADV_HUGEPAGE, then MADV_COLLAPSE, Linux 6.1+), and
 answers the benchmark's code prompts with the four pipelines interleaved prompt by prompt, the
-order rotating. Run it with GLIBC_TUNABLES=glibc.malloc.hugetlb=0 where children would otherwise
-ask (it does not start any). A region the kernel merged with the first copy's is collapsed too,
-so the difference can only read smaller than it is.
+order rotating. A region the kernel merged with the first copy's is collapsed too, so the
+difference can only read smaller than it is. With --warm-up-pairs N it instead times what huge
+pages cost a pipeline's load: N pairs of fresh processes, glibc asking and not asking in turn,
+each building the speculative pipeline and running its first generate (16 tokens).
 
-    GLIBC_TUNABLES=glibc.malloc.hugetlb=0 python scripts/experiments/huge_pages.py MAIN_IR DRAFT_IR \
-        [--k 4] [--prompts 3] [--rounds 3] [--json bench-results/huge-pages.json]
+    python scripts/experiments/huge_pages.py MAIN_IR DRAFT_IR [--k 4] [--prompts 3] [--rounds 3] \
+        [--warm-up-pairs N] [--json bench-results/huge-pages.json]
 """
 
 import argparse
 import ctypes
 import json
+import os
 import statistics
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
@@ -60,6 +65,34 @@ def anon_huge_mb() -> float:
     return next(int(l.split()[1]) for l in rollup if l.startswith("AnonHugePages:")) / 1024
 
 
+def warm_up_child(main: Path, draft: Path, k: int) -> None:
+    """In a fresh process: the speculative pipeline's construction and first generate, as JSON."""
+    prompt = select(["code"], 1)[0].text
+    t0 = time.perf_counter()
+    pipe = build(main, draft, PROPS, True)
+    t1 = time.perf_counter()
+    run_once(pipe, prompt, k, 16, True)
+    print(json.dumps({"load_s": t1 - t0, "first_generate_s": time.perf_counter() - t1, "anon_huge_mb": anon_huge_mb()}))
+
+
+def warm_up_pairs(args) -> dict:
+    runs = {"4k": [], "huge": []}
+    for i in range(args.warm_up_pairs):
+        for name in (("4k", "huge") if i % 2 == 0 else ("huge", "4k")):
+            env = {**os.environ, "GLIBC_TUNABLES": f"glibc.malloc.hugetlb={int(name == 'huge')}"}
+            out = subprocess.run([sys.executable, __file__, str(args.main), str(args.draft), "--k", str(args.k),
+                                  "--warm-up-child"], env=env, capture_output=True, text=True, check=True)
+            runs[name].append(json.loads(out.stdout.strip().splitlines()[-1]))
+            print(f"pair {i + 1} {name}: {runs[name][-1]}", flush=True)
+    summary = {}
+    for key in ("load_s", "first_generate_s"):
+        diffs = [h[key] - f[key] for h, f in zip(runs["huge"], runs["4k"])]
+        summary[key] = {"huge_minus_4k_s": statistics.median(diffs), "min": min(diffs), "max": max(diffs), "n": len(diffs)}
+        print(f"{key}: huge pages add {statistics.median(diffs):+.2f} s (median; {min(diffs):+.2f} to {max(diffs):+.2f}, "
+              f"{len(diffs)} pairs)")
+    return {"warm_up": summary, "warm_up_runs": runs}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("main", type=Path)
@@ -67,8 +100,18 @@ def main() -> int:
     ap.add_argument("--k", type=int, default=4)
     ap.add_argument("--prompts", type=int, default=3)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--warm-up-pairs", type=int, default=0, help="time loads in fresh processes instead")
+    ap.add_argument("--warm-up-child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
+    if args.warm_up_child:
+        warm_up_child(args.main, args.draft, args.k)
+        return 0
+    if args.warm_up_pairs:
+        result = warm_up_pairs(args)
+        if args.json:
+            args.json.write_text(json.dumps({"machine": machine_info(), "k": args.k, **result}, indent=1))
+        return 0
     prompts = [p.text for p in select(["code"], args.prompts)]
     pipes = {}
 
