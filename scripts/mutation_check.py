@@ -121,6 +121,14 @@ MUTATIONS = [
         ("tests/test_fused_projections.py::test_weights_with_zero_points_merge_with_their_zero_points",),
     ),
     Mutation(
+        "fused projections: the sizes asked for ignored",
+        "an experiment asking for q/k/v only gets every group merged, so its comparison measures nothing",
+        "demo/models/fused_projections.py",
+        "if sizes is None or len(g) in sizes]",
+        "if True]",
+        ("tests/test_fused_projections.py::test_only_groups_of_the_sizes_asked_for_are_merged",),
+    ),
+    Mutation(
         "quiet log: one stream for every thread",
         "a conversion is printed as done when a check begins in another thread, before its 100% line",
         "demo/core/quiet_log.py",

@@ -87,6 +87,18 @@ def test_projections_reading_one_input_become_one_matmul_each_group_with_the_sam
     assert [o.get_any_name() for o in model.outputs] == ["q", "k", "v", "gate", "up"]
 
 
+def test_only_groups_of_the_sizes_asked_for_are_merged():
+    x = np.random.default_rng(5).standard_normal((1, 2, HIDDEN)).astype(np.float32)
+    reference = run(layer(), x)
+    model = layer()
+    assert fuse_projections(model, sizes=(3,)) == 1  # q/k/v; gate and up stay two matmuls
+    assert matmuls(model) == 3 and adds(model) == 1
+    for want, got in zip(reference, run(model, x)):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    untouched = layer()
+    assert fuse_projections(untouched, sizes=()) == 0 and matmuls(untouched) == 5
+
+
 def test_weights_laid_out_differently_are_not_stacked_together():
     x = np.random.default_rng(2).standard_normal((1, 2, HIDDEN)).astype(np.float32)
     reference = run(layer(zero_points=("v",)), x)

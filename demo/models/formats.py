@@ -33,7 +33,7 @@ import os
 import shutil
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional, Protocol, get_args
+from typing import TYPE_CHECKING, Collection, Optional, Protocol, get_args
 
 from .fused_projections import fuse_projections
 from .gguf_unpack import Checkpoint, StepProgress, fold_packed_weights
@@ -148,27 +148,29 @@ def compress(src: Path, dst: Path, weight_format: str, checkpoint: Checkpoint = 
 
 
 def unpack_and_compress(src: Path, dst: Path, weight_format: str, progress: StepProgress = _nothing,
-                        checkpoint: Checkpoint = _nothing) -> None:
+                        checkpoint: Checkpoint = _nothing, merge_sizes: Optional[Collection[int]] = None) -> None:
     """Write src's model (the GGUF reader's IR) compressed to `weight_format` into dst, its
     weights unpacked to f16 in memory only: the same model as fold_to_f16 then compress,
-    without writing the f16 folder (3 GB for a 1.5B main) and reading it back."""
+    without writing the f16 folder (3 GB for a 1.5B main) and reading it back. `merge_sizes`:
+    which groups of projections to merge (fuse_projections; experiments compare them)."""
     import openvino as ov
 
     if weight_format not in COMPRESSED:
         raise ValueError(f"{weight_format!r} is not one of {COMPRESSED}")
     model = ov.Core().read_model(src / "openvino_model.xml")
     fold_packed_weights(model, progress, checkpoint)
-    _compress_model(model, src, dst, weight_format, checkpoint)
+    _compress_model(model, src, dst, weight_format, checkpoint, merge_sizes)
 
 
-def _compress_model(model, src: Path, dst: Path, weight_format: str, checkpoint: Checkpoint) -> None:
+def _compress_model(model, src: Path, dst: Path, weight_format: str, checkpoint: Checkpoint,
+                    merge_sizes: Optional[Collection[int]] = None) -> None:
     import nncf
 
     options = _nncf_options(weight_format)
     with _quiet_nncf():
         model = nncf.compress_weights(model, **options)
     # q/k/v and gate/up as one matmul each (the int4 formats: the same logits, fewer fixed costs a step).
-    fuse_projections(model)
+    fuse_projections(model, merge_sizes)
     if "group_size" in options:
         # Quantize activations in the weights' own groups: a 7-token verify of the int4_sym 1.5B
         # main on the AMX Xeon takes 64 ms with 128 against 69 ms with the CPU plugin's 32

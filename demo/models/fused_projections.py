@@ -21,7 +21,7 @@ unmerged graph).
 
 from __future__ import annotations
 
-from typing import NamedTuple, Optional
+from typing import Collection, NamedTuple, Optional
 
 import numpy as np
 
@@ -119,12 +119,13 @@ def _groups(model) -> list[list]:
     return [g for g in groups.values() if len(g) > 1]
 
 
-def fuse_projections(model) -> int:
-    """Merge, in place, every group of compressed projections that read the same tensor;
-    the number of groups merged."""
+def fuse_projections(model, sizes: Optional[Collection[int]] = None) -> int:
+    """Merge, in place, every group of compressed projections that read the same tensor (only
+    groups of `sizes` projections when given: 3 is Qwen2's q/k/v, 2 its gate/up); the number of
+    groups merged."""
     from openvino import opset13 as ops
 
-    groups = _groups(model)
+    groups = [g for g in _groups(model) if sizes is None or len(g) in sizes]
     for group in groups:
         matmuls, weights = zip(*group)
         rows = [int(w.values.get_shape()[0]) for w in weights]
