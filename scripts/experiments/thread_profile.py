@@ -137,7 +137,8 @@ def profile_llamacpp(args, prompts: list[str], out: Path) -> dict:
         for _ in range(args.rounds):
             for text in texts:
                 times = llama.run(text, args.max_new_tokens)
-                rates.append((len(times) - 1) / (times[-1] - times[0]))
+                if len(times) > 1:  # an answer of one token has no decode rate
+                    rates.append((len(times) - 1) / (times[-1] - times[0]))
 
     took = sampled(work, out)
     return {"decode_tok_s_median": statistics.median(rates), "seconds": took, **rooms_by_thread(out)}
