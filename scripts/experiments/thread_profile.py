@@ -41,11 +41,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from demo.core.bench_prompts import select  # noqa: E402
 from demo.core.machine import machine_info  # noqa: E402
+from demo.core.placement import PRECISION_HINT, SAMPLER_PROPERTIES  # noqa: E402
 from demo.core.settings import cpu_cores  # noqa: E402
 from spec_knobs import build, run_once  # noqa: E402
 
-# The arena's fair-mode properties (demo.core.placement, calibration's f32 choice here).
-PROPERTIES = {"INFERENCE_PRECISION_HINT": "f32", "sampler_num_threads": 1}
+# The arena's properties for every pipeline (calibration's f32 choice on this class).
+PROPERTIES = {PRECISION_HINT: "f32", **SAMPLER_PROPERTIES}
 
 
 def room(dso: str, symbol: str) -> str:
