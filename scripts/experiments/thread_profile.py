@@ -77,10 +77,15 @@ def sampled(work, out: Path) -> float:
 
 
 def rooms_by_thread(data: Path) -> dict:
+    """The rooms of a `perf record` file (rooms(): its report by thread, library and symbol)."""
+    return rooms(subprocess.run(["perf", "report", "-i", str(data), "--sort", "pid,dso,sym", "--stdio", "-n",
+                                 "-t", "\t"], capture_output=True, text=True, check=True).stdout)
+
+
+def rooms(report: str) -> dict:
     """{"threads": the busiest threads, each with its share of all samples, its samples by
-    room and its busiest symbols; "libraries": every library's share of all samples}."""
-    report = subprocess.run(["perf", "report", "-i", str(data), "--sort", "pid,dso,sym", "--stdio", "-n", "-t", "\t"],
-                            capture_output=True, text=True, check=True).stdout
+    room and its busiest symbols; "libraries": every library's share of all samples}, from
+    `perf report --sort pid,dso,sym -n -t TAB`: overhead, samples, thread, library, symbol."""
     threads: dict = defaultdict(lambda: defaultdict(float))
     symbols: dict = defaultdict(lambda: defaultdict(int))
     for line in report.splitlines():
