@@ -232,6 +232,48 @@ def test_a_main_far_behind_with_the_whole_machine_is_not_timed_alone_with_race_t
     assert cost_model.race_contenders({"a": [20.0], "b": [15.9]}, ["a", "b"]) == ["a"]
 
 
+def test_the_main_alone_is_timed_on_the_stateful_backend_too_and_answers_as_the_bare_model(
+        presets, session_store, smollm2_ir):
+    """Fair mode's plain timing puts each format on both attention backends in the rotation;
+    the stateful baseline the arena then builds answers greedily token for token as the bare
+    stateful IR driven by hand (measure.greedy_answer: OpenVINO's compiled model, no GenAI)."""
+    from demo.calibrate import stages
+    from demo.core.settings import GenerationSettings, PipelineOptions
+    from demo.core.streaming import BASELINE
+    from demo.engine.pipelines import PairKey, build_side
+    from demo.engine.safety import NativeConfig
+    from demo.engine.stateful import StatefulModel
+
+    folder = str(session_store.prepare(presets.get("smollm2-self-draft").main, weight_format="gguf").path)
+    messages = []
+    plain = stages.measure_plain({"folders": {"gguf": folder}, "texts": [PROMPT], "max_new_tokens": 16,
+                                  "threads": None, "rounds": 2, "unusable": [], "attentions": ["PA", "SDPA"]},
+                                 messages.append)
+    assert {k: len(r) for k, r in plain["rates"].items()} == {"gguf": 2, "gguf+SDPA": 2}
+    assert any("on the stateful backend" in m for m in messages)
+    # A stateful compile recorded as crashing is left out; paged attention still runs.
+    sdpa = NativeConfig(folder, "main", None, attention="SDPA")
+    assert sdpa.key != NativeConfig(folder, "main", None).key
+    skipped = stages.measure_plain({"folders": {"gguf": folder}, "texts": [PROMPT], "max_new_tokens": 8,
+                                    "threads": None, "rounds": 1, "unusable": [sdpa.key],
+                                    "attentions": ["PA", "SDPA"]}, lambda m: None)
+    assert set(skipped["rates"]) == {"gguf"}
+
+    runner = build_side(PairKey(folder, None, "draft", PipelineOptions(baseline_attention="SDPA")), BASELINE,
+                        lambda m: None, warmup=False)
+    run = runner.run(PROMPT, GenerationSettings(max_new_tokens=NEW_TOKENS), lambda chunk: True)
+    del runner
+    streamed = [t for c in run.chunks for t in c.token_ids]
+    [ids], eos = measure.prompt_ids(Path(folder), [PROMPT])
+    model = StatefulModel(Path(folder), None)
+    try:
+        answer, _ = measure.greedy_answer(model, ids, NEW_TOKENS, eos)
+    finally:
+        model.close()
+    assert run.error is None and len(streamed) == NEW_TOKENS
+    assert streamed == answer
+
+
 def test_plain_choice_ties_by_paired_samples():
     # Interleaved samples: b is slower in every pair by more than 3 %: not a tie.
     assert cost_model.plain_choice({"a": [14.0, 15.0, 14.5], "b": [13.0, 14.0, 13.5]}) == {

@@ -58,11 +58,13 @@ class ConstructorSpy:
         return [c.kw.get("scheduler_config") for c in self.calls if c.what == "LLMPipeline"]
 
 
-def load(monkeypatch, main_device="CPU", draft_device="CPU", exact=False, cores=4, method="draft"):
+def load(monkeypatch, main_device="CPU", draft_device="CPU", exact=False, cores=4, method="draft",
+         baseline_attention="PA"):
     """What a race request's constructors get, through the arena's own thread split."""
     for module in (arena_module, request_module):  # the split, and the retry after a crash
         monkeypatch.setattr(module, "cpu_cores", lambda: cores)
-    options = PipelineOptions(main_device=main_device, draft_device=draft_device, exact=exact)
+    options = PipelineOptions(main_device=main_device, draft_device=draft_device, exact=exact,
+                              baseline_attention=baseline_attention)
     request = RaceRequest(prompt="x", options=options, settings=GenerationSettings(method=method))
     key = PairKey("main", "draft" if method == "draft" else None, method, options.with_threads(threads_for(request)))
     spy = ConstructorSpy(monkeypatch)
@@ -152,6 +154,23 @@ def test_an_npu_draft_makes_the_cpu_baseline_stateful_too(monkeypatch):
     cpu = {"INFERENCE_NUM_THREADS": 1, "ENABLE_CPU_PINNING": False, **F32, "ATTENTION_BACKEND": "SDPA"}
     assert spy.properties(BASELINE) == spy.properties(SPECULATIVE) == cpu
     assert spy.properties("draft") == {"MAX_PROMPT_LEN": 1024, "MIN_RESPONSE_LEN": 256}
+
+
+def test_a_baseline_calibrated_onto_the_stateful_backend_gets_sdpa_and_no_scheduler(monkeypatch):
+    spy = load(monkeypatch, cores=2, baseline_attention="SDPA")
+    cpu = {"INFERENCE_NUM_THREADS": 1, "ENABLE_CPU_PINNING": False, **F32}
+    assert spy.properties(BASELINE) == {**cpu, "ATTENTION_BACKEND": "SDPA"}, "no sampler threads without a scheduler"
+    assert spy.properties(SPECULATIVE) == spy.properties("draft") == {**cpu, **SAMPLER}
+    baseline, speculative = spy.schedulers()
+    assert baseline is None and speculative is not None
+    options = PipelineOptions(baseline_attention="SDPA")
+    assert "ATTENTION_BACKEND=SDPA" in placement.describe_built_with(options, "draft")
+    assert any("stateful backend" in n for n in placement.notes(options, "draft"))
+    # Exact mode proves that both sides give the same tokens: one backend for both.
+    spy = load(monkeypatch, exact=True, cores=2, baseline_attention="SDPA")
+    assert spy.properties(BASELINE) == spy.properties(SPECULATIVE) and None not in spy.schedulers()
+    with pytest.raises(DemoError, match="attention backend must be one of PA, SDPA"):
+        placement.check_options(PipelineOptions(baseline_attention="flash"))
 
 
 def test_exact_mode_reaches_both_pipelines_and_the_draft(monkeypatch):

@@ -42,12 +42,13 @@ from dataclasses import asdict
 from typing import Callable, Optional, Sequence
 
 from ..core.errors import DemoError
+from ..core.placement import BASELINE_ATTENTIONS
 from ..models.calibration_result import Calibration
 from ..models.calibration_store import CALIBRATION_VERSION, cache_path, fingerprint, stages_path
 from ..models.sources import has_formats
 from .cost_model import median as cost_model_median
 from .cost_model import (PLAIN_MARGIN, RACE_MARGIN, choose_timed, overhead_ks, pair_of, pick_among_fastest,
-                         plain_choice, plain_contenders, predict, race_contenders)
+                         plain_choice, plain_contenders, predict, race_contenders, split_plain_key)
 from ..core.machine import others_busy
 from .measure import PREFIX_TOKENS, agreement, sparse_points
 from .plan import FULL, LAUNCH, Plan  # noqa: F401 (calibration.LAUNCH is the launch's plan)
@@ -218,7 +219,8 @@ def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMA
         for mode, n in threads.items():
             check_stop()
             if mode == "race":  # a format far behind with the whole machine is not timed again
-                timed_alone, behind = race_contenders(plain["fair"]["rates"], timed_alone), timed_alone
+                paged = {f: r for f, r in plain["fair"]["rates"].items() if split_plain_key(f)[1] == "PA"}
+                timed_alone, behind = race_contenders(paged, timed_alone), timed_alone
                 for f in set(behind) - set(timed_alone):
                     report(f"main model {f} alone ran under 1/{RACE_MARGIN} of the fastest format's rate with the "
                            "whole machine: not timed alone with race threads")
@@ -228,6 +230,10 @@ def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMA
                 "folders": {f: str(folders[("main", f)]) for f in timed_alone}, "threads": n,
                 "texts": texts[:plan.plain_prompts], "max_new_tokens": plan.plain_new_tokens, "rounds": plan.plain_rounds,
                 "precision": at,
+                # Fair mode: each main alone on both attention backends, the stateful one too (a
+                # Zen 5 ran it 1.14x paged attention's rate): the baseline is the fastest plain
+                # configuration. A race keeps the scheduler on both sides.
+                "attentions": list(BASELINE_ATTENTIONS) if mode == "fair" else ["PA"],
                 "llama_gguf": str(llama_gguf) if llama_gguf and mode == "fair" else None},
                 what=f"timing the main model alone ({mode} threads)")
     finally:
@@ -243,8 +249,9 @@ def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMA
         plain_pick[mode] = plain_choice({f: r for f, r in plain[mode]["rates"].items() if r})
 
     def baseline_of(mode: str, main_format: str) -> str:
-        """The main the baseline runs in `mode` beside a pair on `main_format`: the pair's own
-        main when it ties with the fastest without a draft (same weights on both sides)."""
+        """The plain configuration (cost_model.plain_key) the baseline runs in `mode` beside a
+        pair on `main_format`: the pair's own main on paged attention when it ties with the
+        fastest without a draft (same weights, same backend on both sides), else the fastest."""
         return main_format if main_format in plain_pick[mode]["ties"] else plain_pick[mode]["main_format"]
 
     def candidates_for(mode: str, overhead_of: Callable[[tuple], Optional[dict]]) -> list[dict]:
@@ -259,7 +266,7 @@ def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMA
                     continue
                 # A race holds both pipelines, each compiling the main model; fair mode needs
                 # one at a time when both do not fit (PipelineCache.in_turn): main + draft.
-                plain_main = mains[plain_pick[mode]["main_format"]]["memory_bytes"]
+                plain_main = mains[split_plain_key(plain_pick[mode]["main_format"])[0]]["memory_bytes"]
                 need = (m["memory_bytes"] + plain_main if mode == "race" else m["memory_bytes"]) + d["memory_bytes"]
                 o = overhead_of((mf, df))
                 overhead = (o["per_step_s"], o["per_guess_s"]) if o else (0.0, 0.0)
@@ -306,7 +313,7 @@ def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMA
                 "one_token_s": m["verify_s"][mode][0],
                 # Race mode: the baseline beside it, as a race runs them (demo.calibrate.beside);
                 # fair mode: the same baseline pipeline, just timed alone.
-                **({"beside": str(folders[("main", baseline_of(mode, pair[0]))])} if mode == "race" else
+                **({"beside": str(folders[("main", split_plain_key(baseline_of(mode, pair[0]))[0])])} if mode == "race" else
                    {"baseline_step_s": 1 / cost_model_median(plain[mode]["rates"][pair[0]])
                     if plain[mode]["rates"].get(pair[0]) else None})}
             if mode == "race" and race_pair is not None:  # the app's own race pipelines: warm at Ready
@@ -321,7 +328,7 @@ def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMA
         choice[mode], pool, timed = choose_timed(
             (first["main_format"], first["draft_format"]), time_pipeline,
             lambda overhead_of, mode=mode: fitting(candidates_for(mode, overhead_of)),
-            lambda pool, mode=mode: pick_among_fastest(pool, plain_pick[mode]["ties"]))
+            lambda pool, mode=mode: pick_among_fastest(pool, [split_plain_key(t)[0] for t in plain_pick[mode]["ties"]]))
         candidates += pool
         overheads[mode] = timed[pair_of(choice[mode])]
         timed_pairs[mode] = {f"{mf}/{df}": o for (mf, df), o in timed.items()}
@@ -329,9 +336,10 @@ def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMA
     # without a draft (same weights on both sides), else the fastest itself.
     baseline = {}
     for mode in plain_pick:
-        fmt = baseline_of(mode, choice[mode]["main_format"])
-        rates = overheads[mode].get("baseline_rates") or plain[mode]["rates"][fmt]  # race mode: as it raced
-        baseline[mode] = {"main_format": fmt, "baseline_tok_s": cost_model_median(rates)}
+        key = baseline_of(mode, choice[mode]["main_format"])
+        rates = overheads[mode].get("baseline_rates") or plain[mode]["rates"][key]  # race mode: as it raced
+        fmt, attention = split_plain_key(key)
+        baseline[mode] = {"main_format": fmt, "attention": attention, "baseline_tok_s": cost_model_median(rates)}
     if "race" not in plain:  # not timed alone (one format left): its rates beside the chosen pair
         plain["race"] = {"rates": {baseline["race"]["main_format"]: overheads["race"]["baseline_rates"]},
                          "interleaved": False, "beside": "/".join(pair_of(choice["race"]))}
@@ -366,7 +374,8 @@ def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMA
         "candidates": candidates,
         "choice": choice,
         # Measured, fair threads: the fastest main format alone (kept for older readers).
-        "fastest_alone": {"main_format": plain_pick["fair"]["main_format"],
+        "fastest_alone": {"main_format": split_plain_key(plain_pick["fair"]["main_format"])[0],
+                          "attention": split_plain_key(plain_pick["fair"]["main_format"])[1],
                           "baseline_tok_s": plain_pick["fair"]["baseline_tok_s"]},
         "plain": plain,
         "baseline": baseline,

@@ -13,7 +13,7 @@ from typing import Callable, Optional, Sequence
 
 from ..core.errors import DemoError
 from ..engine.stateful import StatefulModel
-from .cost_model import fit_overhead
+from .cost_model import fit_overhead, plain_key, split_plain_key
 
 PREFIX_TOKENS = 100
 REPEATS = 5
@@ -304,7 +304,8 @@ def decode_tok_s(chunks) -> Optional[float]:
 def plain_rates(folders: dict, prompts: Sequence[str], max_new_tokens: int, threads: Optional[int], rounds: int,
                 send: Callable[[str], None] = lambda m: None, stop: Optional[threading.Event] = None,
                 before_load: Callable[[str], None] = lambda fmt: None,
-                reference: Optional[Callable[[], object]] = None, precision: str = "f32") -> dict:
+                reference: Optional[Callable[[], object]] = None, precision: str = "f32",
+                attentions: Sequence[str] = ("PA",), skip: Sequence[str] = ()) -> dict:
     """Each main format's real baseline pipeline (the main model alone, the arena's own),
     timed INTERLEAVED: round by round, prompt by prompt, every format in turn (the order
     rotating), so the machine's drift hits every format alike and the rates can be paired.
@@ -314,7 +315,10 @@ def plain_rates(folders: dict, prompts: Sequence[str], max_new_tokens: int, thre
     `reference()`, when given, makes an outside engine's runner (llama.cpp's plain decoding,
     demo.engine.llamacpp.LlamaCppSide) that joins the rotation as one more entry; its rates
     come back apart, {"reference": {name: [tok/s]}}, never a format to choose. `precision`: the
-    activation precision the pipelines are built with (calibration's choice, precision.py)."""
+    activation precision the pipelines are built with (calibration's choice, precision.py).
+    `attentions`: the baseline's attention backends each format is timed on (PipelineOptions.
+    baseline_attention); the rates of one on the stateful backend are keyed cost_model.plain_key
+    ("int4_sym+SDPA"), and `before_load` gets that key; keys in `skip` are not timed."""
     import gc
 
     from ..core.memory import budget_bytes
@@ -322,17 +326,20 @@ def plain_rates(folders: dict, prompts: Sequence[str], max_new_tokens: int, thre
     from ..core.streaming import BASELINE
     from ..engine.pipelines import PairKey, build_side
 
-    formats = list(folders)
-    sizes = {f: 2 * sum(p.stat().st_size for p in Path(folders[f]).glob("openvino_model.bin")) for f in formats}
+    formats = [k for k in (plain_key(f, a) for f in folders for a in attentions) if k not in skip]
+    sizes = {f: 2 * sum(p.stat().st_size for p in Path(folders[split_plain_key(f)[0]]).glob("openvino_model.bin"))
+             for f in formats}
     together = sum(sizes.values()) <= budget_bytes()
     settings = GenerationSettings(max_new_tokens=max_new_tokens)
     rates: dict = {f: [] for f in formats}
 
-    def load(fmt: str):
-        send(f"loading the main model alone ({fmt}) to time it")
-        before_load(fmt)  # a native crash from here on is this format's (stages.announce)
-        runner = build_side(PairKey(folders[fmt], None, "draft", PipelineOptions(threads=threads, cpu_precision=precision)), BASELINE,
-                            lambda m: None, warmup=False)
+    def load(key: str):
+        fmt, attention = split_plain_key(key)
+        on = "" if attention == "PA" else " on the stateful backend"
+        send(f"loading the main model alone ({fmt}{on}) to time it")
+        before_load(key)  # a native crash from here on is this configuration's (stages.announce)
+        options = PipelineOptions(threads=threads, cpu_precision=precision, baseline_attention=attention)
+        runner = build_side(PairKey(folders[fmt], None, "draft", options), BASELINE, lambda m: None, warmup=False)
         runner.run(prompts[0], GenerationSettings(max_new_tokens=WARMUP_TOKENS), lambda chunk: True)  # untimed
         return runner
 

@@ -24,6 +24,7 @@ from ..core import isolation
 from ..core.errors import DemoError
 from ..engine.safety import CRASHES, WORKS, NativeConfig, SafetyRecord
 from . import cost_model, measure
+from .cost_model import split_plain_key
 from ..core.files import write_atomic
 
 NATIVE = "@native "   # a child's message announcing the configuration it is about to compile
@@ -33,7 +34,8 @@ STAGE_TIMEOUT_S = 900  # a stage that hangs this long is a crash, not a slow mac
 
 
 def announce(send: Callable[[str], None], config: NativeConfig) -> None:
-    send(NATIVE + json.dumps([config.folder, config.role, config.threads, config.main, config.precision]))
+    send(NATIVE + json.dumps([config.folder, config.role, config.threads, config.main, config.precision,
+                              config.attention]))
 
 
 # -- the child's side ------------------------------------------------------------------
@@ -199,8 +201,14 @@ def measure_plain(args: dict, send) -> dict:
     """Every main format's real baseline pipeline, interleaved, in one mode's threads
     (measure.plain_rates): what this machine does without a draft."""
     threads, at = args["threads"], args.get("precision", "f32")
+    attentions = args.get("attentions", ["PA"])
     folders = {f: d for f, d in args["folders"].items()
                if NativeConfig(d, "main", threads, precision=at).key not in args["unusable"]}
+
+    def native(key: str) -> NativeConfig:
+        fmt, attention = split_plain_key(key)
+        return NativeConfig(folders[fmt], "main", threads, precision=at, attention=attention)
+
     reference = None
     if args.get("llama_gguf") and folders:  # llama.cpp's plain decoding of the same GGUF, as a reference
         from ..core.settings import cpu_cores
@@ -212,9 +220,10 @@ def measure_plain(args: dict, send) -> dict:
         reference = lambda: LlamaCppSide(Path(args["llama_gguf"]), threads or cpu_cores(),  # noqa: E731
                                          lambda text: template(tokenizer, text))
     return measure.plain_rates(folders, args["texts"], args["max_new_tokens"], threads, args["rounds"], send,
-                               before_load=lambda fmt: announce(send, NativeConfig(folders[fmt], "main", threads,
-                                                                                  precision=at)),
-                               reference=reference, precision=at)
+                               before_load=lambda key: announce(send, native(key)),
+                               reference=reference, precision=at, attentions=attentions,
+                               skip=[cost_model.plain_key(f, a) for f in folders for a in attentions
+                                     if native(cost_model.plain_key(f, a)).key in args["unusable"]])
 
 
 # -- the parent's side -----------------------------------------------------------------

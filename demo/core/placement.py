@@ -14,7 +14,7 @@ from typing import Optional
 
 from .errors import DemoError
 from .settings import GenerationSettings, PipelineOptions, uses_draft_model
-from .streaming import SIDES, SPECULATIVE
+from .streaming import BASELINE, SIDES, SPECULATIVE
 
 # Greedy outputs of the baseline and speculative pipelines match exactly only with all
 # three: the multi-token verify step otherwise runs in lower precision with other kernels,
@@ -42,6 +42,9 @@ SAMPLER_PROPERTIES = {"sampler_num_threads": 1}
 # Any NPU in a speculative pair selects OpenVINO GenAI's stateful backend, which compiles
 # for a fixed prompt length: prompts are checked against it, K only starts the adaptation.
 NPU_MAX_PROMPT_TOKENS = 1024
+# The baseline's attention backends (PipelineOptions.baseline_attention): paged attention
+# under the scheduler, as the speculative side, or the stateful backend's SDPA.
+BASELINE_ATTENTIONS = ("PA", "SDPA")
 NPU_MIN_RESPONSE_TOKENS = 256
 
 
@@ -135,6 +138,24 @@ def pipeline_properties(device: str, options: PipelineOptions, method: str) -> d
     return props
 
 
+def baseline_stateful(options: PipelineOptions, method: str) -> bool:
+    """Whether the baseline (the main model alone) runs on OpenVINO GenAI's stateful backend:
+    beside an NPU pair (stateful), or on the CPU where calibration measured SDPA faster than
+    paged attention without a draft. Exact mode keeps both sides on one backend: its point is
+    the same tokens, and the two attention kernels round differently."""
+    return stateful(options, method) or (
+        kind(options.main_device) == "CPU" and options.baseline_attention == "SDPA" and not options.exact)
+
+
+def baseline_properties(device: str, options: PipelineOptions, method: str) -> dict:
+    """The baseline LLMPipeline's properties: the speculative side's main properties, or on
+    the stateful backend its device's properties with ATTENTION_BACKEND=SDPA (no scheduler,
+    so no sampler threads)."""
+    if not baseline_stateful(options, method) or stateful(options, method):
+        return pipeline_properties(device, options, method)
+    return {**properties_for(device, options), "ATTENTION_BACKEND": "SDPA"}
+
+
 def draft_properties(device: str, options: PipelineOptions, method: str) -> dict:
     """The draft model's properties: its device's, and one sampler thread beside a scheduler."""
     props = properties_for(device, options)
@@ -145,9 +166,12 @@ def draft_properties(device: str, options: PipelineOptions, method: str) -> dict
 
 def built_with(options: PipelineOptions, method: str) -> dict[str, tuple[str, dict]]:
     """Each role's device and the properties its constructor is given, exactly as the pipelines
-    are built (pipeline_properties, draft_properties): "main" (the LLMPipeline of both sides,
-    the same properties) and, for a drafting race, "draft"."""
+    are built (pipeline_properties, draft_properties, baseline_properties): "main" (the
+    LLMPipeline of both sides, the same properties), "baseline" where the baseline's differ
+    (the stateful backend), and, for a drafting race, "draft"."""
     roles = {"main": (options.main_device, pipeline_properties(options.main_device, options, method))}
+    if baseline_properties(options.main_device, options, method) != roles["main"][1]:
+        roles["baseline"] = (options.main_device, baseline_properties(options.main_device, options, method))
     if uses_draft_model(method):
         roles["draft"] = (options.draft_device, draft_properties(options.draft_device, options, method))
     return roles
@@ -184,6 +208,9 @@ def describe_built_with(options: PipelineOptions, method: str) -> str:
 def check_options(options: PipelineOptions, settings: Optional[GenerationSettings] = None) -> None:
     """Refuse a device mapping that cannot give what the visitor asked for, in one sentence."""
     method = settings.method if settings else "draft"
+    if options.baseline_attention not in BASELINE_ATTENTIONS:
+        raise DemoError(f"The baseline's attention backend must be one of {', '.join(BASELINE_ATTENTIONS)}; "
+                        "calibrate the preset again.")
     if not uses_npu(options, method):
         return
     if options.exact:
@@ -205,6 +232,11 @@ def notes(options: PipelineOptions, method: str, sides: tuple = SIDES) -> list[s
         out.append(f"NPU in the pair: OpenVINO GenAI's stateful speculative backend, where the number of "
                    f"assistant tokens is only a starting value (it adapts), there is no confidence threshold "
                    f"or prompt lookup, and prompts are limited to {NPU_MAX_PROMPT_TOKENS} tokens")
+    if BASELINE in sides and baseline_stateful(options, method) and not stateful(options, method):
+        out.append("the baseline runs OpenVINO GenAI's stateful backend (SDPA attention), this machine's fastest "
+                   "without a draft; the speculative side needs the paged-attention scheduler, and the two "
+                   "attention kernels round differently, so greedy answers may part after a while (exact mode "
+                   "runs both on one backend)")
     off_cpu = [side for side in sides if cpu_lanes(options, method, (side,)) == 0]
     for side in off_cpu:
         out.append(f"the {side} side runs on {', '.join(devices_of(side, options, method))} and takes no CPU share")

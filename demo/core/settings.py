@@ -109,12 +109,20 @@ class PipelineOptions:
     # The activation precision every CPU model of the pair is told: f32 unless this machine's
     # calibration measured the CPU plugin's own default faster (demo.calibrate.precision).
     cpu_precision: str = "f32"
+    # The attention backend of the main model alone on the CPU: "PA", the continuous-batching
+    # scheduler with paged attention that a speculative side needs, or "SDPA", OpenVINO GenAI's
+    # stateful backend, where this machine's calibration measured it faster without a draft
+    # (a Zen 5: 1.14x, BENCHMARKS.md). Exact mode keeps PA on both sides (placement).
+    baseline_attention: str = "PA"
 
     def with_threads(self, threads: Optional[int]) -> "PipelineOptions":
         return replace(self, threads=threads)
 
     def with_precision(self, cpu_precision: str) -> "PipelineOptions":
         return replace(self, cpu_precision=cpu_precision)
+
+    def with_baseline_attention(self, attention: str) -> "PipelineOptions":
+        return replace(self, baseline_attention=attention)
 
 
 def cpu_cores() -> int:

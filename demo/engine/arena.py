@@ -21,7 +21,7 @@ from ..core.metrics import compare
 from ..core.settings import PipelineOptions, cpu_cores, uses_draft_model
 from ..core.streaming import BASELINE, SPECULATIVE, ChunkEvent, DoneEvent, StartEvent, StatusEvent
 from ..models import load_store
-from ..models.calibration_store import calibrated_precision, load_cached
+from ..models.calibration_store import calibrated_baseline_attention, calibrated_precision, load_cached
 from ..models.prepare import PreparedPair, prepare_preset
 from ..models.presets import ExportSource, HubSource, PresetFile, load_presets
 from ..models.sources import ModelStore
@@ -178,15 +178,27 @@ class Arena:
         return load(pair.main, pair.draft, request.settings.method, options, status, baseline=pair.baseline)
 
     def options_for(self, request: RaceRequest) -> PipelineOptions:
-        """The request's options at the activation precision calibration chose (exact mode: f32 anyway)."""
-        return request.options.with_precision(calibrated_precision(self.store, self.presets.get(request.preset)))
+        """The request's options at the activation precision calibration chose (exact mode: f32
+        anyway), and where its baseline runs this machine's fastest main alone, on the attention
+        backend calibration measured fastest for it (formats_for)."""
+        preset = self.presets.get(request.preset)
+        options = request.options.with_precision(calibrated_precision(self.store, preset))
+        if self.formats_for(request)["baseline_format"] is not None:
+            options = options.with_baseline_attention(calibrated_baseline_attention(self.store, preset, request.mode))
+        return options
 
     def native_configs(self, request: RaceRequest, pair: PreparedPair, threads: Optional[int]) -> list[NativeConfig]:
         """The model × thread count configurations a request compiles on the CPU."""
         o, out = self.options_for(request), []
         at = placement.cpu_precision(o)
         if placement.kind(o.main_device) == "CPU":
-            out += [NativeConfig(str(m), "main", threads, precision=at) for m in (pair.main, pair.baseline) if m]
+            method = request.settings.method
+            baseline_attention = "SDPA" if placement.baseline_stateful(o, method) and not placement.stateful(o, method) else "PA"
+            out.append(NativeConfig(str(pair.main), "main", threads, precision=at))
+            baseline = NativeConfig(str(pair.baseline or pair.main), "main", threads, precision=at,
+                                    attention=baseline_attention)
+            if baseline != out[-1]:
+                out.append(baseline)
         if uses_draft_model(request.settings.method) and pair.draft is not None and placement.kind(o.draft_device) == "CPU":
             # an EAGLE-3 head runs only beside its main, and must be seen accepting guesses (issue 4425)
             head_of = str(pair.main) if request.settings.method == "eagle3" else None

@@ -342,13 +342,16 @@ def _load_pipelines(key: PairKey, sides: tuple, status: Callable[[str], None]) -
     if uses_draft_model(key.method) and SPECULATIVE in sides:
         check_device(o.draft_device, "draft")
     main_props = placement.pipeline_properties(o.main_device, o, key.method)
+    baseline_props = placement.baseline_properties(o.main_device, o, key.method)
     if not placement.stateful(o, key.method):
         main_props["scheduler_config"] = scheduler_config(o)
+    if not placement.baseline_stateful(o, key.method):
+        baseline_props["scheduler_config"] = scheduler_config(o)
     pipes = {}
     try:
         if BASELINE in sides:
             status("loading the baseline pipeline (main model)")
-            pipes[BASELINE] = ov.LLMPipeline(key.main_of(BASELINE), o.main_device, **main_props)
+            pipes[BASELINE] = ov.LLMPipeline(key.main_of(BASELINE), o.main_device, **baseline_props)
         if SPECULATIVE in sides:
             status(f"loading the speculative pipeline (main + {METHOD_NAMES[key.method]})")
             if uses_draft_model(key.method):  # an EAGLE-3 head too: GenAI knows it by its IR

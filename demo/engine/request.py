@@ -78,8 +78,13 @@ def how_it_ran(mode: Mode, options: PipelineOptions, method: str, threads: Optio
         devices += ", prompt lookup (no draft)"
     # From the very properties the constructors are given, with the threads really used.
     precision = placement.describe_built_with(options.with_threads(threads), method)
-    scheduler = ("stateful pipelines on both sides (no scheduler, no prefix cache)" if placement.stateful(options, method)
-                 else placement.scheduler_settings(options).describe())
+    if placement.stateful(options, method):
+        scheduler = "stateful pipelines on both sides (no scheduler, no prefix cache)"
+    elif placement.baseline_stateful(options, method):
+        scheduler = (f"the baseline stateful (SDPA, no scheduler, no prefix cache), the speculative side with "
+                     f"{placement.scheduler_settings(options).describe()}")
+    else:
+        scheduler = placement.scheduler_settings(options).describe()
     extra = "".join(f"; {note}" for note in placement.notes(options, method))
     lanes = placement.cpu_lanes(options, method)
     if mode == "race" and lanes == 0:

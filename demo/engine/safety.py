@@ -52,13 +52,17 @@ class NativeConfig:
     threads: Optional[int] = None
     main: Optional[str] = None
     precision: str = "f32"  # the activation precision it is compiled with (PipelineOptions.cpu_precision)
+    # "SDPA": the main model alone on OpenVINO GenAI's stateful backend (a baseline calibration
+    # measured faster so, PipelineOptions.baseline_attention), another compile of the same folder.
+    attention: str = "PA"
 
     @property
     def key(self) -> str:
         pair = f"+{Path(self.main).name}" if self.main else ""
         # f32 keys stay as they were before precision was a choice: their proofs still hold.
         at = "" if self.precision == "f32" else f"|{self.precision}"
-        return f"{Path(self.folder).name}{pair}|{self.threads or 'default'}{at}"
+        backend = "" if self.attention == "PA" else f"|{self.attention}"
+        return f"{Path(self.folder).name}{pair}|{self.threads or 'default'}{at}{backend}"
 
     @property
     def weight_format(self) -> str:
@@ -72,6 +76,8 @@ class NativeConfig:
                    else f"{self.threads} thread{'s' if self.threads != 1 else ''}")
         if self.precision != "f32":
             threads += f" and {self.precision} activations"
+        if self.attention != "PA":
+            threads += f" on the stateful backend ({self.attention})"
         if self.main:
             return f"the {self.weight_format} EAGLE-3 head with its main, {threads}"
         return f"the {self.weight_format} {self.role} with {threads}"
@@ -216,7 +222,7 @@ class NativeGuard:
         for attempt in range(1, self.attempts + 1):
             try:
                 result = run(self.target, {"folder": config.folder, "threads": config.threads, "main": config.main,
-                                           "precision": config.precision},
+                                           "precision": config.precision, "attention": config.attention},
                              what=f"running {config.describe()}", timeout_s=self.timeout_s, cancel=cancel)
                 break
             except NativeTimeout:  # a busy machine is not a crash: try again, and never record it
@@ -256,7 +262,9 @@ def smoke_test(args: dict, send: Callable[[str], None]) -> dict:
     continuous-batching scheduler, paged attention, the properties placement gives the thread
     count), prefill a prompt of about 100 tokens, then decode with prompt lookup, so the model
     also runs the multi-token verify steps a speculative side runs (where the known native
-    crashes happen). Returns ms a token after the first, and the most tokens one step made."""
+    crashes happen); a stateful baseline (attention "SDPA") is compiled as the arena compiles it
+    and decodes one token a step. Returns ms a token after the first, and the most tokens one
+    step made."""
     import openvino_genai as ov
 
     from ..core import placement
@@ -265,12 +273,16 @@ def smoke_test(args: dict, send: Callable[[str], None]) -> dict:
 
     options = PipelineOptions(threads=args["threads"], cpu_precision=args.get("precision", "f32"))
     config = ov.GenerationConfig()
-    config.max_new_tokens, config.num_assistant_tokens, config.max_ngram_size = STEPS, VERIFY_K, 3
-    config.ignore_eos, config.apply_chat_template = True, False
+    config.max_new_tokens, config.ignore_eos, config.apply_chat_template = STEPS, True, False
+    if args.get("attention", "PA") == "PA":  # drafting: the multi-token verify steps
+        config.num_assistant_tokens, config.max_ngram_size = VERIFY_K, 3
     if args.get("main"):  # an EAGLE-3 head, drafting for its main as in a race
         head = ov.draft_model(args["folder"], "CPU", **placement.draft_properties("CPU", options, "eagle3"))
         pipe = ov.LLMPipeline(args["main"], "CPU", draft_model=head, scheduler_config=scheduler_config(options),
                               **placement.pipeline_properties("CPU", options, "eagle3"))
+    elif args.get("attention", "PA") != "PA":  # a stateful baseline: no scheduler, no multi-token steps
+        options = options.with_baseline_attention(args["attention"])
+        pipe = ov.LLMPipeline(args["folder"], "CPU", **placement.baseline_properties("CPU", options, "draft"))
     else:
         pipe = ov.LLMPipeline(args["folder"], "CPU", prompt_lookup=True, scheduler_config=scheduler_config(options),
                               **placement.pipeline_properties("CPU", options, "prompt_lookup"))
@@ -279,7 +291,7 @@ def smoke_test(args: dict, send: Callable[[str], None]) -> dict:
     tokens = int(metrics.get_num_generated_tokens())
     decoding_ms = metrics.get_generate_duration().mean - metrics.get_ttft().mean
     out = {"ms_per_token": decoding_ms / max(1, tokens - 1),
-           "largest_step": max(int(n) for n in metrics.raw_metrics.m_batch_sizes)}
+           "largest_step": max((int(n) for n in metrics.raw_metrics.m_batch_sizes), default=1)}
     if args.get("main"):
         ext = decoded.extended_perf_metrics
         out.update(accepted=int(ext.get_num_accepted_tokens()), drafted=int(ext.get_num_draft_tokens()))

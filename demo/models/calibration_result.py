@@ -148,6 +148,9 @@ class Candidate(_Model):
 class FastestAlone(_Model):
     main_format: str
     baseline_tok_s: float
+    # Since version 9: the attention backend it ran on, "PA" (the scheduler's paged attention)
+    # or "SDPA" (OpenVINO GenAI's stateful backend; PipelineOptions.baseline_attention).
+    attention: str = "PA"
 
 
 class PlainTiming(_Model):

@@ -23,7 +23,8 @@ from .calibration_result import Calibration
 # 6: the main alone measured per mode, the baseline the fastest; formats' quality.
 # 7: race mode's real pipelines timed at once, as a race runs them (demo.calibrate.beside).
 # 8: the activation precision measured (demo.calibrate.precision), the pipelines timed at it.
-CALIBRATION_VERSION = 8
+# 9: fair mode's main alone timed on the stateful backend too; the baseline may run it.
+CALIBRATION_VERSION = 9
 
 
 def machine_fingerprint() -> tuple:
@@ -102,6 +103,14 @@ def calibrated_precision(store, preset) -> str:
     """The activation precision this machine's calibration of `preset` chose; f32 without one."""
     result = load_cached(store, preset) if preset.draft is not None else None
     return result.precision.choice if result is not None and result.precision is not None else "f32"
+
+
+def calibrated_baseline_attention(store, preset, mode: str) -> str:
+    """The attention backend ("PA" or "SDPA") the baseline of `mode` ("fair" or "race") runs
+    on, as this machine's calibration of `preset` measured it fastest; PA without one."""
+    result = load_cached(store, preset) if preset.draft is not None else None
+    baseline = result.baseline.get("fair" if mode == "fair" else "race") if result is not None else None
+    return baseline.attention if baseline is not None else "PA"
 
 
 def step_costs(result: Optional[Calibration], main_format: Optional[str], draft_format: Optional[str], mode: str):

@@ -18,6 +18,10 @@ only, "main:" to the main only), "@draft" or "@main" names another draft or main
 "@threshold" drafts on OpenVINO GenAI's assistant_confidence_threshold instead of K guesses.
 Tokens are streamed as ids, as the arena streams them; "@streamer": "text" streams text
 through a Python callback instead (OpenVINO GenAI then detokenizes every token).
+"@backend": "SDPA" builds the main alone on OpenVINO GenAI's stateful backend (no scheduler, no
+paged attention: ATTENTION_BACKEND=SDPA, no scheduler config, no sampler threads), the plain
+configuration the arena uses only beside an NPU; each answer's token ids are kept so that the
+two backends' answers can be compared.
 """
 
 from __future__ import annotations
@@ -43,6 +47,11 @@ def build(main: Path, draft: Path, props: dict, speculative: bool):
     props = dict(props)
     draft = Path(props.pop("@draft", draft))
     main = Path(props.pop("@main", main))
+    if props.pop("@backend", "PA") == "SDPA":
+        if speculative:
+            raise SystemExit("@backend SDPA: OpenVINO GenAI drafts on CPU only with paged attention")
+        props.pop("sampler_num_threads", None)  # a scheduler's setting; the stateful backend has none
+        return ov.LLMPipeline(str(main), "CPU", **{**props, "ATTENTION_BACKEND": "SDPA"})
     s = SchedulerSettings(cache_size_gb=1)
     config = ov.SchedulerConfig()
     config.cache_size = s.cache_size_gb
@@ -70,6 +79,7 @@ def run_once(pipe, prompt: str, k: int, new_tokens: int, speculative: bool, thre
     elif speculative:
         cfg.num_assistant_tokens = k
     stamps = []
+    ids: list[int] = []
 
     class Streamer(ov.StreamerBase):
         """Token ids, as the arena streams them (demo.engine.openvino_runner). With a text
@@ -79,6 +89,7 @@ def run_once(pipe, prompt: str, k: int, new_tokens: int, speculative: bool, thre
 
         def write(self, token):
             stamps.append(time.perf_counter())
+            ids.extend(token if isinstance(token, list) else [token])
             return ov.StreamingStatus.RUNNING
 
         def end(self):
@@ -96,7 +107,7 @@ def run_once(pipe, prompt: str, k: int, new_tokens: int, speculative: bool, thre
     result = pipe.generate([text], cfg, streamer)
     t1 = time.perf_counter()
     out = {"tokens": new_tokens, "wall_s": t1 - t0, "first_token_s": stamps[0] - t0 if stamps else None,
-           "decode_tok_s": (new_tokens - 1) / (t1 - stamps[0]) if stamps else None, "chunks": len(stamps)}
+           "decode_tok_s": (new_tokens - 1) / (t1 - stamps[0]) if stamps else None, "chunks": len(stamps), "ids": ids}
     if speculative:
         em = result.extended_perf_metrics
         try:
