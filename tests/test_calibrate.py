@@ -578,6 +578,36 @@ def test_fair_mode_runs_on_the_fair_choice_where_models_yaml_says_auto(presets, 
     assert "race mode (1 thread)" in arena.calibration_for(at_race)["fastest_alone"]
 
 
+def test_a_fair_baseline_measured_fastest_on_the_stateful_backend_runs_there(presets, tmp_path):
+    """Calibration timed the main alone on both attention backends in fair mode and SDPA won:
+    a fair request's baseline is built on it, a race's and exact mode's are not (exact mode
+    proves equal tokens on one backend), and "Why this speedup?" names it."""
+    from demo.core.settings import PipelineOptions
+    from demo.engine.arena import Arena, RaceRequest
+    from demo.models.sources import ModelStore
+
+    store = ModelStore(tmp_path)
+    preset = presets.get("qwen2.5-coder-embedded")
+    plain = {"fair": {"rates": {"int4_sym": [14.0, 14.3], "int4_sym+SDPA": [15.2, 15.0]}, "interleaved": True},
+             "race": {"rates": {"int4_sym": [7.0, 7.2]}, "interleaved": True}}
+    saved(preset, store, {"race": ("int4_sym", "int4_sym", 4), "fair": ("int4_sym", "int4_sym", 5)}, plain=plain,
+          baseline={"fair": {"main_format": "int4_sym", "attention": "SDPA", "baseline_tok_s": 15.1},
+                    "race": {"main_format": "int4_sym", "attention": "PA", "baseline_tok_s": 7.1}})
+    arena = Arena(presets, store)
+    fair = RaceRequest(prompt="x", preset=preset.name, mode="fair")
+    assert arena.options_for(fair).baseline_attention == "SDPA"
+    assert arena.options_for(RaceRequest(prompt="x", preset=preset.name, mode="race")).baseline_attention == "PA"
+    exact = RaceRequest(prompt="x", preset=preset.name, mode="fair", options=PipelineOptions(exact=True))
+    assert arena.options_for(exact).baseline_attention == "PA"
+    from types import SimpleNamespace
+
+    arena.prepared = lambda request: SimpleNamespace(main_format="int4_sym", draft_format="int4_sym", baseline=None,
+                                                     baseline_format="int4_sym")
+    said = arena.calibration_for(fair)
+    assert said["fastest_alone"].startswith("int4_sym main alone on the stateful backend (SDPA), 15.1 tok/s")
+    assert said["formats"].endswith("the baseline on the stateful backend (SDPA)")
+
+
 def test_choice_is_scored_against_a_measured_sweep():
     """The check BENCHMARKS.md quotes: the calibrated configuration's measured tok/s over
     the best measured one, and configurations outside the calibration say so."""

@@ -236,6 +236,17 @@ def test_a_repeated_long_prompt_gets_no_free_prefill_on_either_side(monkeypatch,
     assert ttft[SPECULATIVE][0] >= 0.8 * ttft[BASELINE][0], ttft
 
 
+def test_a_stateful_baseline_gets_no_free_prefill_either(monkeypatch, smollm2_ir):
+    """The stateful backend keeps its KV cache in the model's state between calls: a repeat of
+    the same prompt must still prefill it all (no chat session is open across races)."""
+    spy = ConstructorSpy(monkeypatch, real=True)
+    runners = PipelineCache(max_pairs=1).get(smollm2_ir, smollm2_ir, "draft", PipelineOptions(baseline_attention="SDPA"))
+    assert spy.properties(BASELINE).get("ATTENTION_BACKEND") == "SDPA" and spy.schedulers()[0] is None
+    settings = GenerationSettings(max_new_tokens=4, assistant_tokens=3)
+    first, *repeats = [runners[BASELINE].run(LONG_PROMPT, settings, lambda c: True).ov_ttft_ms for _ in range(3)]
+    assert all(r >= 0.5 * first for r in repeats), (first, repeats)
+
+
 # -- the page's numbers against the engine's -----------------------------------------
 
 def _number(pattern: str, html: str) -> float:

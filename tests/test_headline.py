@@ -28,3 +28,18 @@ def test_pairs_are_cut_at_the_shorter_answer_and_the_ratio_is_a_over_b():
     assert row["spec"] == pytest.approx(20.0) and row["base"] == pytest.approx(10.0)
     assert row["ratio"] == pytest.approx(2.0)  # spec ÷ base, not the other way round
     assert h.spread([1.0, 3.0, 2.0]) == {"median": 2.0, "min": 1.0, "max": 3.0, "n": 3}
+
+
+def test_against_the_fastest_plain_engine_of_each_sample():
+    """The speculative side over whichever plain configuration was faster in that sample, all
+    three cut at the shortest answer."""
+    spec = [0.1 * i for i in range(50)]       # 10 tok/s
+    pa = [0.2 * i for i in range(30)]         # 5 tok/s, the shortest: every rate over 30 tokens
+    sdpa = [0.25 * i for i in range(50)]      # 4 tok/s ...
+    sdpa_fast = [0.125 * i for i in range(50)]  # ... or 8 tok/s
+    rows = h.against_fastest([{"round": 0, "prompt": "p", "times": {"spec": spec, "pa": pa, "sdpa": sdpa}},
+                              {"round": 0, "prompt": "q", "times": {"spec": spec, "pa": pa, "sdpa": sdpa_fast}}],
+                             "spec", ["pa", "sdpa"])
+    assert [r["tokens"] for r in rows] == [30, 30]
+    assert [r["fastest"] for r in rows] == ["pa", "sdpa"]
+    assert [r["ratio"] for r in rows] == [pytest.approx(2.0), pytest.approx(1.25)]

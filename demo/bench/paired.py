@@ -35,5 +35,21 @@ def paired(samples: list[dict], a: str, b: str) -> list[dict]:
     return out
 
 
+def against_fastest(samples: list[dict], a: str, others: list[str]) -> list[dict]:
+    """Per sample: a's decode rate over the fastest of `others` in that sample (the best plain
+    configuration of the moment: which one is faster moves with the drift), every engine cut
+    at the shortest answer of the lot; "fastest" names it."""
+    out = []
+    for s in samples:
+        n = min(len(s["times"][e]) for e in (a, *others))
+        ra = decode_rate(s["times"][a], n)
+        rates = {e: decode_rate(s["times"][e], n) for e in others}
+        if ra and all(rates.values()):
+            best = max(rates, key=rates.get)
+            out.append({"round": s["round"], "prompt": s["prompt"], "tokens": n, a: ra, **rates, "fastest": best,
+                        "ratio": ra / rates[best]})
+    return out
+
+
 def spread(values: list[float]) -> dict:
     return {"median": statistics.median(values), "min": min(values), "max": max(values), "n": len(values)}

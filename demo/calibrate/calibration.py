@@ -43,12 +43,12 @@ from typing import Callable, Optional, Sequence
 
 from ..core.errors import DemoError
 from ..core.placement import BASELINE_ATTENTIONS
-from ..models.calibration_result import Calibration
+from ..models.calibration_result import Calibration, split_plain_key
 from ..models.calibration_store import CALIBRATION_VERSION, cache_path, fingerprint, stages_path
 from ..models.sources import has_formats
 from .cost_model import median as cost_model_median
 from .cost_model import (PLAIN_MARGIN, RACE_MARGIN, choose_timed, overhead_ks, pair_of, pick_among_fastest,
-                         plain_choice, plain_contenders, predict, race_contenders, split_plain_key)
+                         plain_choice, plain_contenders, predict, race_contenders)
 from ..core.machine import others_busy
 from .measure import PREFIX_TOKENS, agreement, sparse_points
 from .plan import FULL, LAUNCH, Plan  # noqa: F401 (calibration.LAUNCH is the launch's plan)

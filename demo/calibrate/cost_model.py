@@ -98,21 +98,6 @@ def ties_with(samples: Sequence[float], best: Sequence[float]) -> bool:
     return bool(ratios) and (median(ratios) >= 1 - TIE_MARGIN or max(ratios) >= 1)
 
 
-# A plain configuration's key in the rates of the main model alone: its weight format, and for
-# the stateful backend (PipelineOptions.baseline_attention) "+SDPA" after it.
-STATEFUL_SUFFIX = "+SDPA"
-
-
-def plain_key(fmt: str, attention: str = "PA") -> str:
-    return fmt if attention == "PA" else f"{fmt}+{attention}"
-
-
-def split_plain_key(key: str) -> tuple[str, str]:
-    """(weight format, attention backend) of a plain_key."""
-    fmt, _, attention = key.partition("+")
-    return fmt, attention or "PA"
-
-
 def plain_choice(rates: dict) -> dict:
     """The fastest main format without a draft, from interleaved real-pipeline samples
     ({format: [tok/s per round and prompt]}): {"main_format", "baseline_tok_s" (its median),

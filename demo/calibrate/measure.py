@@ -13,7 +13,8 @@ from typing import Callable, Optional, Sequence
 
 from ..core.errors import DemoError
 from ..engine.stateful import StatefulModel
-from .cost_model import fit_overhead, plain_key, split_plain_key
+from ..models.calibration_result import plain_key, split_plain_key
+from .cost_model import fit_overhead
 
 PREFIX_TOKENS = 100
 REPEATS = 5

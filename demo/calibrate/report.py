@@ -7,7 +7,7 @@ from pathlib import Path
 from statistics import median
 
 from ..core.errors import DemoError
-from ..models.calibration_result import Calibration
+from ..models.calibration_result import Calibration, plain_words
 from .calibration import BUSY_SHARE
 from .cost_model import tokens_per_step
 
@@ -89,7 +89,7 @@ def _measured(result: Calibration) -> list[str]:
                f"real pipelines {'interleaved' if p.interleaved else 'one after another'}")
         lines.append(f"  {mode:4s} main {'without a draft' if p.beside else 'alone'}, {how}"
                      f" ({sum(len(r) for r in p.rates.values())} runs): "
-                     + ", ".join(f"{f} {v:.1f}" for f, v in sorted(rates.items(), key=lambda x: -x[1]))
+                     + ", ".join(f"{plain_words(f)} {v:.1f}" for f, v in sorted(rates.items(), key=lambda x: -x[1]))
                      + " tok/s after the first token (median)")
     return lines
 
@@ -105,7 +105,8 @@ def _verdict(result: Calibration) -> list[str]:
         beside = result.plain.get(mode) is not None and result.plain[mode].beside
         lines.append(f"  {mode:4s}: main {c.main_format}, draft {c.draft_format}, K={c.k}: predicted "
                      f"{c.speculative_tok_s:.1f} tok/s vs {base.baseline_tok_s:.1f} measured for the baseline, "
-                     f"{base.main_format} {'without a draft, racing beside it' if beside else 'alone'} "
+                     f"{base.main_format} {'without a draft, racing beside it' if beside else 'alone'}"
+                     f"{' on the stateful backend (SDPA)' if base.attention == 'SDPA' else ''} "
                      f"({c.speculative_tok_s / base.baseline_tok_s:.2f}×: what speculation buys)")
     fair = result.plain.get("fair")
     base = result.baseline.get("fair")
@@ -126,7 +127,8 @@ def _verdict(result: Calibration) -> list[str]:
     if result.precision is not None:
         lines.append(f"  activations: {result.precision.choice} ({result.precision.reason})")
     fa = result.fastest_alone
-    lines.append(f"  fastest main alone: {fa.main_format} at {fa.baseline_tok_s:.1f} tok/s "
+    lines.append(f"  fastest main alone: {fa.main_format}{' on the stateful backend (SDPA)' if fa.attention == 'SDPA' else ''} "
+                 f"at {fa.baseline_tok_s:.1f} tok/s "
                  f"({'measured' if result.plain else 'predicted'}, fair threads)")
     return lines
 

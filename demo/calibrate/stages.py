@@ -24,7 +24,7 @@ from ..core import isolation
 from ..core.errors import DemoError
 from ..engine.safety import CRASHES, WORKS, NativeConfig, SafetyRecord
 from . import cost_model, measure
-from .cost_model import split_plain_key
+from ..models.calibration_result import plain_key, split_plain_key
 from ..core.files import write_atomic
 
 NATIVE = "@native "   # a child's message announcing the configuration it is about to compile
@@ -222,8 +222,8 @@ def measure_plain(args: dict, send) -> dict:
     return measure.plain_rates(folders, args["texts"], args["max_new_tokens"], threads, args["rounds"], send,
                                before_load=lambda key: announce(send, native(key)),
                                reference=reference, precision=at, attentions=attentions,
-                               skip=[cost_model.plain_key(f, a) for f in folders for a in attentions
-                                     if native(cost_model.plain_key(f, a)).key in args["unusable"]])
+                               skip=[plain_key(f, a) for f in folders for a in attentions
+                                     if native(plain_key(f, a)).key in args["unusable"]])
 
 
 # -- the parent's side -----------------------------------------------------------------

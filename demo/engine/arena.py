@@ -21,6 +21,7 @@ from ..core.metrics import compare
 from ..core.settings import PipelineOptions, cpu_cores, uses_draft_model
 from ..core.streaming import BASELINE, SPECULATIVE, ChunkEvent, DoneEvent, StartEvent, StatusEvent
 from ..models import load_store
+from ..models.calibration_result import split_plain_key
 from ..models.calibration_store import calibrated_baseline_attention, calibrated_precision, load_cached
 from ..models.prepare import PreparedPair, prepare_preset
 from ..models.presets import ExportSource, HubSource, PresetFile, load_presets
@@ -388,8 +389,10 @@ class Arena:
             rates = {f: median(r) for f, r in plain.rates.items() if r}
             best = max(rates, key=rates.get)
             threads = '1 thread' if mode == 'race' and result.threads.get('race') == 1 else mode + ' threads'
-            fastest = (f"{best} main alone, {rates[best]:.1f} tok/s after the first token, measured by calibration "
-                       f"in {mode} mode ({threads})" if plain.beside is None else
+            fmt, attention = split_plain_key(best)
+            on = "" if attention == "PA" else f" on the stateful backend ({attention})"
+            fastest = (f"{fmt} main alone{on}, {rates[best]:.1f} tok/s after the first token, measured by "
+                       f"calibration in {mode} mode ({threads})" if plain.beside is None else
                        f"{best} main without a draft, {rates[best]:.1f} tok/s after the first token, measured by "
                        f"calibration beside the {plain.beside} speculative pipeline, as in a race ({threads})")
         reference = None
@@ -404,6 +407,8 @@ class Arena:
         formats = f"main {pair.main_format}, draft {pair.draft_format}"
         if pair.baseline is not None:
             formats += f"; the baseline's main {pair.baseline_format}"
+        if measured is not None and measured.attention != "PA" and pair.baseline_format is not None:
+            formats += f"; the baseline on the stateful backend ({measured.attention})"
         return {"predicted_speedup": predicted, "formats": formats, "fastest_alone": fastest, "reference": reference,
                 **under_load}
 

@@ -145,6 +145,24 @@ class Candidate(_Model):
         return self.speculative_tok_s / self.baseline_tok_s
 
 
+# A plain configuration's key in PlainTiming.rates: its weight format, and after it "+SDPA" for
+# the main alone on OpenVINO GenAI's stateful backend (PipelineOptions.baseline_attention).
+def plain_key(fmt: str, attention: str = "PA") -> str:
+    return fmt if attention == "PA" else f"{fmt}+{attention}"
+
+
+def split_plain_key(key: str) -> tuple[str, str]:
+    """(weight format, attention backend) of a plain_key."""
+    fmt, _, attention = key.partition("+")
+    return fmt, attention or "PA"
+
+
+def plain_words(key: str) -> str:
+    """A plain configuration in words: "int4_sym", "int4_sym on the stateful backend (SDPA)"."""
+    fmt, attention = split_plain_key(key)
+    return fmt if attention == "PA" else f"{fmt} on the stateful backend ({attention})"
+
+
 class FastestAlone(_Model):
     main_format: str
     baseline_tok_s: float

@@ -99,8 +99,9 @@ def build_demo(arena: Backend, bench_enabled: bool = True, booth: Optional[Booth
                     "prompt, with prompt lookup) and accepted; <span class='tok-main'>orange</span> is the token "
                     "the main model produced itself in that step. With greedy decoding the two answers should be "
                     "the same, but outside exact mode the multi-token check can run with other kernels and lower "
-                    "precision, so a near-tie may flip and the answers diverge from there; exact mode (f32) "
-                    "removes that, at some speed cost."
+                    "precision, so a near-tie may flip and the answers diverge from there (in fair mode the "
+                    "baseline may also run another attention backend, where that is this machine's fastest "
+                    "without a draft); exact mode (f32, one backend) removes that, at some speed cost."
                 )
             with gr.Accordion("Settings", open=False, visible=not booth.kiosk):
                 with gr.Row():
