@@ -202,6 +202,14 @@ MUTATIONS = [
         ("tests/test_headline.py::test_against_the_fastest_plain_engine_of_each_sample",),
     ),
     Mutation(
+        "cost model: the stateful backend on any gain",
+        "the baseline moves to the stateful backend when it was faster in one pair, not by the margin in every pair",
+        "demo/calibrate/cost_model.py",
+        "    if ratios and min(ratios) >= 1 + STATEFUL_MARGIN:",
+        "    if ratios and max(ratios) >= 1:",
+        ("tests/test_calibrate.py::test_the_stateful_backend_runs_the_baseline_only_when_clearly_faster_in_every_pair",),
+    ),
+    Mutation(
         "calibration: race baseline from the wrong pair",
         "the race baseline's rate is not the one it ran at beside the chosen pair",
         "demo/calibrate/calibration.py",

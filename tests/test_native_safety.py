@@ -41,6 +41,23 @@ def test_the_smoke_test_runs_paged_attention_with_multi_token_verify_steps(smoll
     assert result["ms_per_token"] > 0
 
 
+def test_the_smoke_test_of_a_stateful_baseline_compiles_it_as_the_arena_does(smollm2_ir, monkeypatch):
+    """A baseline calibrated onto the stateful backend is its own configuration: the guard's
+    child builds it with ATTENTION_BACKEND=SDPA and no scheduler, and it decodes a token a step."""
+    import openvino_genai
+
+    from demo.engine import safety
+
+    seen, real = [], openvino_genai.LLMPipeline
+    monkeypatch.setattr(openvino_genai, "LLMPipeline", lambda *a, **kw: seen.append(kw) or real(*a, **kw))
+    result = safety.smoke_test({"folder": str(smollm2_ir), "threads": 1, "attention": "SDPA"}, lambda m: None)
+    [kw] = seen
+    assert kw.get("ATTENTION_BACKEND") == "SDPA" and "scheduler_config" not in kw and "prompt_lookup" not in kw
+    assert result["largest_step"] == 1 and result["ms_per_token"] > 0
+    config = safety.NativeConfig(str(smollm2_ir), "main", 1, attention="SDPA")
+    assert config.key.endswith("|SDPA") and "stateful backend" in config.describe()
+
+
 
 def test_a_child_returns_its_answer_and_its_messages():
     messages = []

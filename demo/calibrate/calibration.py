@@ -47,8 +47,9 @@ from ..models.calibration_result import Calibration, split_plain_key
 from ..models.calibration_store import CALIBRATION_VERSION, cache_path, fingerprint, stages_path
 from ..models.sources import has_formats
 from .cost_model import median as cost_model_median
-from .cost_model import (PLAIN_MARGIN, RACE_MARGIN, choose_timed, overhead_ks, pair_of, pick_among_fastest,
-                         plain_choice, plain_contenders, predict, race_contenders)
+from .cost_model import (PLAIN_MARGIN, RACE_MARGIN, STATEFUL_MARGIN, choose_timed, overhead_ks, pair_of,
+                         paged_unless_clearly_slower, pick_among_fastest, plain_choice, plain_contenders, predict,
+                         race_contenders)
 from ..core.machine import others_busy
 from .measure import PREFIX_TOKENS, agreement, sparse_points
 from .plan import FULL, LAUNCH, Plan  # noqa: F401 (calibration.LAUNCH is the launch's plan)
@@ -231,8 +232,9 @@ def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMA
                 "texts": texts[:plan.plain_prompts], "max_new_tokens": plan.plain_new_tokens, "rounds": plan.plain_rounds,
                 "precision": at,
                 # Fair mode: each main alone on both attention backends, the stateful one too (a
-                # Zen 5 ran it 1.14x paged attention's rate): the baseline is the fastest plain
-                # configuration. A race keeps the scheduler on both sides.
+                # Zen 5 ran it at 0.97-1.14x paged attention's rate): the baseline is the fastest
+                # plain configuration where clearly so (cost_model.paged_unless_clearly_slower). A race
+                # keeps the scheduler on both sides.
                 "attentions": list(BASELINE_ATTENTIONS) if mode == "fair" else ["PA"],
                 "llama_gguf": str(llama_gguf) if llama_gguf and mode == "fair" else None},
                 what=f"timing the main model alone ({mode} threads)")
@@ -246,10 +248,16 @@ def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMA
         if not any(plain[mode]["rates"].values()):
             raise DemoError(f"No main format of {preset.name!r} runs alone on this CPU with {mode} threads; "
                             "run python -m demo.doctor to see which configurations crash.")
-        plain_pick[mode] = plain_choice({f: r for f, r in plain[mode]["rates"].items() if r})
+        rates = {f: r for f, r in plain[mode]["rates"].items() if r}
+        plain_pick[mode] = paged_unless_clearly_slower(plain_choice(rates), rates)
+        if plain_pick[mode].get("stateful_ratios"):
+            kept = "stateful" if split_plain_key(plain_pick[mode]["main_format"])[1] != "PA" else "paged"
+            report(f"the main alone on the stateful backend (SDPA) ran "
+                   f"{', '.join(f'{r:.2f}' for r in plain_pick[mode]['stateful_ratios'])}× its rate on paged attention "
+                   f"(paired; {1 + STATEFUL_MARGIN:.2f}× needed in every pair): the baseline keeps {kept} attention")
 
     def baseline_of(mode: str, main_format: str) -> str:
-        """The plain configuration (cost_model.plain_key) the baseline runs in `mode` beside a
+        """The plain configuration (calibration_result.plain_key) the baseline runs in `mode` beside a
         pair on `main_format`: the pair's own main on paged attention when it ties with the
         fastest without a draft (same weights, same backend on both sides), else the fastest."""
         return main_format if main_format in plain_pick[mode]["ties"] else plain_pick[mode]["main_format"]
@@ -374,9 +382,8 @@ def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMA
         "candidates": candidates,
         "choice": choice,
         # Measured, fair threads: the fastest main format alone (kept for older readers).
-        "fastest_alone": {"main_format": split_plain_key(plain_pick["fair"]["main_format"])[0],
-                          "attention": split_plain_key(plain_pick["fair"]["main_format"])[1],
-                          "baseline_tok_s": plain_pick["fair"]["baseline_tok_s"]},
+        "fastest_alone": dict(zip(("main_format", "attention"), split_plain_key(plain_pick["fair"]["main_format"])),
+                              baseline_tok_s=plain_pick["fair"]["baseline_tok_s"]),
         "plain": plain,
         "baseline": baseline,
         "quality": quality,

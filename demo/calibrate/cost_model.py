@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Callable, Mapping, Optional, Sequence
 
+from ..models.calibration_result import split_plain_key
+
 def agreement_runs(guesses: Sequence[int], answer: Sequence[int]) -> list[int]:
     """runs[p]: how many of answer[p], answer[p+1], … the draft guesses right in a row."""
     runs = [0] * (len(answer) + 1)
@@ -106,6 +108,27 @@ def plain_choice(rates: dict) -> dict:
     best = max(medians, key=medians.get)
     ties = [f for f in medians if f == best or ties_with(rates[f], rates[best])]
     return {"main_format": best, "baseline_tok_s": medians[best], "ties": ties}
+
+
+# The stateful backend runs the baseline only where it beats paged attention by this much in
+# every paired sample: its answers part from the speculative side's sooner (other attention
+# kernels), and on a Zen 5 the two ran 0.97-1.14x in six interleaved measurements, a tie
+# (BENCHMARKS.md). The same bar as the activation precision's (demo.calibrate.precision).
+STATEFUL_MARGIN = 0.05
+
+
+def paged_unless_clearly_slower(pick: dict, rates: dict) -> dict:
+    """plain_choice's pick, unless it is a format on the stateful backend that did not beat
+    the same format on paged attention by STATEFUL_MARGIN in every paired sample: then that
+    format on paged attention, counted among the ties. "stateful_ratios": the pairs read."""
+    fmt, attention = split_plain_key(pick["main_format"])
+    if attention == "PA" or not rates.get(fmt):
+        return pick
+    ratios = [s / p for s, p in zip(rates[pick["main_format"]], rates[fmt]) if p > 0]
+    if ratios and min(ratios) >= 1 + STATEFUL_MARGIN:
+        return {**pick, "stateful_ratios": ratios}
+    return {"main_format": fmt, "baseline_tok_s": median(rates[fmt]), "ties": list(dict.fromkeys([*pick["ties"], fmt])),
+            "stateful_ratios": ratios}
 
 
 # A main whose bare model takes this many times the fastest one's token cannot be the fastest

@@ -317,9 +317,8 @@ def plain_rates(folders: dict, prompts: Sequence[str], max_new_tokens: int, thre
     demo.engine.llamacpp.LlamaCppSide) that joins the rotation as one more entry; its rates
     come back apart, {"reference": {name: [tok/s]}}, never a format to choose. `precision`: the
     activation precision the pipelines are built with (calibration's choice, precision.py).
-    `attentions`: the baseline's attention backends each format is timed on (PipelineOptions.
-    baseline_attention); the rates of one on the stateful backend are keyed cost_model.plain_key
-    ("int4_sym+SDPA"), and `before_load` gets that key; keys in `skip` are not timed."""
+    `attentions`: the backends each format runs on, keyed calibration_result.plain_key
+    ("int4_sym+SDPA"), as `before_load` gets them; keys in `skip` are not timed."""
     import gc
 
     from ..core.memory import budget_bytes
@@ -336,8 +335,7 @@ def plain_rates(folders: dict, prompts: Sequence[str], max_new_tokens: int, thre
 
     def load(key: str):
         fmt, attention = split_plain_key(key)
-        on = "" if attention == "PA" else " on the stateful backend"
-        send(f"loading the main model alone ({fmt}{on}) to time it")
+        send(f"loading the main model alone ({fmt}{'' if attention == 'PA' else ' on the stateful backend'}) to time it")
         before_load(key)  # a native crash from here on is this configuration's (stages.announce)
         options = PipelineOptions(threads=threads, cpu_precision=precision, baseline_attention=attention)
         runner = build_side(PairKey(folders[fmt], None, "draft", options), BASELINE, lambda m: None, warmup=False)

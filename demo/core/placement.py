@@ -42,10 +42,10 @@ SAMPLER_PROPERTIES = {"sampler_num_threads": 1}
 # Any NPU in a speculative pair selects OpenVINO GenAI's stateful backend, which compiles
 # for a fixed prompt length: prompts are checked against it, K only starts the adaptation.
 NPU_MAX_PROMPT_TOKENS = 1024
+NPU_MIN_RESPONSE_TOKENS = 256
 # The baseline's attention backends (PipelineOptions.baseline_attention): paged attention
 # under the scheduler, as the speculative side, or the stateful backend's SDPA.
 BASELINE_ATTENTIONS = ("PA", "SDPA")
-NPU_MIN_RESPONSE_TOKENS = 256
 
 
 @dataclass(frozen=True)

@@ -112,7 +112,7 @@ class PipelineOptions:
     # The attention backend of the main model alone on the CPU: "PA", the continuous-batching
     # scheduler with paged attention that a speculative side needs, or "SDPA", OpenVINO GenAI's
     # stateful backend, where this machine's calibration measured it faster without a draft
-    # (a Zen 5: 1.14x, BENCHMARKS.md). Exact mode keeps PA on both sides (placement).
+    # (only where clearly so: a Zen 5 ran it 0.97-1.14x, a tie; BENCHMARKS.md). Exact mode keeps PA on both sides.
     baseline_attention: str = "PA"
 
     def with_threads(self, threads: Optional[int]) -> "PipelineOptions":

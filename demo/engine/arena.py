@@ -180,8 +180,7 @@ class Arena:
 
     def options_for(self, request: RaceRequest) -> PipelineOptions:
         """The request's options at the activation precision calibration chose (exact mode: f32
-        anyway), and where its baseline runs this machine's fastest main alone, on the attention
-        backend calibration measured fastest for it (formats_for)."""
+        anyway), a calibrated baseline (formats_for) on the attention backend chosen for it."""
         preset = self.presets.get(request.preset)
         options = request.options.with_precision(calibrated_precision(self.store, preset))
         if self.formats_for(request)["baseline_format"] is not None:
@@ -193,13 +192,10 @@ class Arena:
         o, out = self.options_for(request), []
         at = placement.cpu_precision(o)
         if placement.kind(o.main_device) == "CPU":
-            method = request.settings.method
-            baseline_attention = "SDPA" if placement.baseline_stateful(o, method) and not placement.stateful(o, method) else "PA"
-            out.append(NativeConfig(str(pair.main), "main", threads, precision=at))
-            baseline = NativeConfig(str(pair.baseline or pair.main), "main", threads, precision=at,
-                                    attention=baseline_attention)
-            if baseline != out[-1]:
-                out.append(baseline)
+            m = request.settings.method  # the baseline's own compile where it is stateful and the pair is not
+            sdpa = placement.baseline_stateful(o, m) and not placement.stateful(o, m)
+            out += list(dict.fromkeys([NativeConfig(str(pair.main), "main", threads, precision=at), NativeConfig(
+                str(pair.baseline or pair.main), "main", threads, precision=at, attention="SDPA" if sdpa else "PA")]))
         if uses_draft_model(request.settings.method) and pair.draft is not None and placement.kind(o.draft_device) == "CPU":
             # an EAGLE-3 head runs only beside its main, and must be seen accepting guesses (issue 4425)
             head_of = str(pair.main) if request.settings.method == "eagle3" else None
