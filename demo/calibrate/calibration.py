@@ -251,10 +251,11 @@ def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMA
         rates = {f: r for f, r in plain[mode]["rates"].items() if r}
         plain_pick[mode] = paged_unless_clearly_slower(plain_choice(rates), rates)
         if plain_pick[mode].get("stateful_ratios"):
-            kept = "stateful" if split_plain_key(plain_pick[mode]["main_format"])[1] != "PA" else "paged"
+            verdict = ("the baseline runs on it" if split_plain_key(plain_pick[mode]["main_format"])[1] != "PA"
+                       else "the baseline keeps paged attention")
             report(f"the main alone on the stateful backend (SDPA) ran "
                    f"{', '.join(f'{r:.2f}' for r in plain_pick[mode]['stateful_ratios'])}× its rate on paged attention "
-                   f"(paired; {1 + STATEFUL_MARGIN:.2f}× needed in every pair): the baseline keeps {kept} attention")
+                   f"(paired; {1 + STATEFUL_MARGIN:.2f}× needed in every pair): {verdict}")
 
     def baseline_of(mode: str, main_format: str) -> str:
         """The plain configuration (calibration_result.plain_key) the baseline runs in `mode` beside a

@@ -112,7 +112,7 @@ def plain_choice(rates: dict) -> dict:
 
 # The stateful backend runs the baseline only where it beats paged attention by this much in
 # every paired sample: its answers part from the speculative side's sooner (other attention
-# kernels), and on a Zen 5 the two ran 0.97-1.14x in six interleaved measurements, a tie
+# kernels), and on a Zen 5 the two ran 0.97-1.14x in seven interleaved measurements, a tie
 # (BENCHMARKS.md). The same bar as the activation precision's (demo.calibrate.precision).
 STATEFUL_MARGIN = 0.05
 
