@@ -165,6 +165,10 @@ def test_a_baseline_calibrated_onto_the_stateful_backend_gets_sdpa_and_no_schedu
     assert baseline is None and speculative is not None
     options = PipelineOptions(baseline_attention="SDPA")
     assert "ATTENTION_BACKEND=SDPA" in placement.describe_built_with(options, "draft")
+    # The guard proves what is compiled: the baseline's stateful compile under its own key.
+    guarded = pipelines.native_configs(PairKey("main", "draft", "draft", options), SIDES)
+    assert [(c.folder, c.role, c.attention) for c in guarded] == [
+        ("main", "main", "SDPA"), ("main", "main", "PA"), ("draft", "draft", "PA")]
     assert any("stateful backend" in n for n in placement.notes(options, "draft"))
     # Exact mode proves that both sides give the same tokens: one backend for both.
     spy = load(monkeypatch, exact=True, cores=2, baseline_attention="SDPA")

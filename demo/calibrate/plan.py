@@ -28,7 +28,7 @@ class Plan:
     overhead_new_tokens: Optional[int] = None  # None: as many as the acceptance answers
     race_overhead_new_tokens: Optional[int] = None  # None: overhead_new_tokens (race steps are slower)
     overhead_at_k1: bool = True  # also time K=1 itself, which can sit off the line
-    # The main model alone, every format's real baseline pipeline interleaved (measure.plain_rates).
+    # The main model alone, every format's real baseline pipeline interleaved (plain.plain_rates).
     plain_rounds: int = 3
     plain_prompts: Optional[int] = None  # None: all the calibration prompts
     plain_new_tokens: int = 64

@@ -7,7 +7,7 @@ from pathlib import Path
 from statistics import median
 
 from ..core.errors import DemoError
-from ..models.calibration_result import Calibration, plain_words
+from ..models.calibration_result import Calibration, backend_words, plain_words
 from .calibration import BUSY_SHARE
 from .cost_model import tokens_per_step
 
@@ -106,7 +106,7 @@ def _verdict(result: Calibration) -> list[str]:
         lines.append(f"  {mode:4s}: main {c.main_format}, draft {c.draft_format}, K={c.k}: predicted "
                      f"{c.speculative_tok_s:.1f} tok/s vs {base.baseline_tok_s:.1f} measured for the baseline, "
                      f"{base.main_format} {'without a draft, racing beside it' if beside else 'alone'}"
-                     f"{' on the stateful backend (SDPA)' if base.attention == 'SDPA' else ''} "
+                     f"{backend_words(base.attention)} "
                      f"({c.speculative_tok_s / base.baseline_tok_s:.2f}×: what speculation buys)")
     fair = result.plain.get("fair")
     base = result.baseline.get("fair")
@@ -127,7 +127,7 @@ def _verdict(result: Calibration) -> list[str]:
     if result.precision is not None:
         lines.append(f"  activations: {result.precision.choice} ({result.precision.reason})")
     fa = result.fastest_alone
-    lines.append(f"  fastest main alone: {fa.main_format}{' on the stateful backend (SDPA)' if fa.attention == 'SDPA' else ''} "
+    lines.append(f"  fastest main alone: {fa.main_format}{backend_words(fa.attention)} "
                  f"at {fa.baseline_tok_s:.1f} tok/s "
                  f"({'measured' if result.plain else 'predicted'}, fair threads)")
     return lines

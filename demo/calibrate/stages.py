@@ -23,7 +23,7 @@ from typing import Callable, ContextManager, Optional
 from ..core import isolation
 from ..core.errors import DemoError
 from ..engine.safety import CRASHES, WORKS, NativeConfig, SafetyRecord
-from . import cost_model, measure
+from . import cost_model, measure, plain
 from ..models.calibration_result import plain_key, split_plain_key
 from ..core.files import write_atomic
 
@@ -199,7 +199,7 @@ def measure_overhead(args: dict, send, runners: Optional[dict] = None) -> dict:
 
 def measure_plain(args: dict, send) -> dict:
     """Every main format's real baseline pipeline, interleaved, in one mode's threads
-    (measure.plain_rates): what this machine does without a draft."""
+    (plain.plain_rates): what this machine does without a draft."""
     threads, at = args["threads"], args.get("precision", "f32")
     attentions = args.get("attentions", ["PA"])
     folders = {f: d for f, d in args["folders"].items()
@@ -219,7 +219,7 @@ def measure_plain(args: dict, send) -> dict:
         tokenizer = openvino_genai.Tokenizer(next(iter(folders.values())))  # the arena's own prompt text
         reference = lambda: LlamaCppSide(Path(args["llama_gguf"]), threads or cpu_cores(),  # noqa: E731
                                          lambda text: template(tokenizer, text))
-    return measure.plain_rates(folders, args["texts"], args["max_new_tokens"], threads, args["rounds"], send,
+    return plain.plain_rates(folders, args["texts"], args["max_new_tokens"], threads, args["rounds"], send,
                                before_load=lambda key: announce(send, native(key)),
                                reference=reference, precision=at, attentions=attentions,
                                skip=[plain_key(f, a) for f in folders for a in attentions

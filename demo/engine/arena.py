@@ -11,7 +11,6 @@ from __future__ import annotations
 import threading
 from dataclasses import replace
 from pathlib import Path
-from statistics import median
 from typing import Callable, Iterator, Optional, Sequence, Union
 
 from ..core import placement
@@ -21,12 +20,12 @@ from ..core.metrics import compare
 from ..core.settings import PipelineOptions, cpu_cores, uses_draft_model
 from ..core.streaming import BASELINE, SPECULATIVE, ChunkEvent, DoneEvent, StartEvent, StatusEvent
 from ..models import load_store
-from ..models.calibration_result import split_plain_key
 from ..models.calibration_store import calibrated_baseline_attention, calibrated_precision, load_cached
 from ..models.prepare import PreparedPair, prepare_preset
 from ..models.presets import ExportSource, HubSource, PresetFile, load_presets
 from ..models.sources import ModelStore
 from .admission import Admission, Cancelled, holding
+from .calibration_words import calibration_words
 from .race import HEARTBEAT_S, fair, race
 from .request import RaceRequest, Summary, how_it_ran, threads_for, validate_prompt, weights_note
 from .safety import NativeConfig, NativeGuard, SafetyRecord
@@ -375,36 +374,6 @@ class Arena:
         under_load = {"under_load": record.sentence()} if record is not None else {}
         if result is None or pair is None:
             return under_load or None
-        mode = "race" if request.mode == "race" else "fair"
-        match = [c for c in result.candidates if c.mode == mode and c.k == request.settings.assistant_tokens
-                 and c.main_format == pair.main_format and c.draft_format == pair.draft_format]
-        measured = result.baseline.get(mode)
-        plain = result.plain.get(mode)
-        fastest = None
-        if plain is not None:
-            rates = {f: median(r) for f, r in plain.rates.items() if r}
-            best = max(rates, key=rates.get)
-            threads = '1 thread' if mode == 'race' and result.threads.get('race') == 1 else mode + ' threads'
-            fmt, attention = split_plain_key(best)
-            on = "" if attention == "PA" else f" on the stateful backend ({attention})"
-            fastest = (f"{fmt} main alone{on}, {rates[best]:.1f} tok/s after the first token, measured by "
-                       f"calibration in {mode} mode ({threads})" if plain.beside is None else
-                       f"{best} main without a draft, {rates[best]:.1f} tok/s after the first token, measured by "
-                       f"calibration beside the {plain.beside} speculative pipeline, as in a race ({threads})")
-        reference = None
-        llama = result.plain["fair"].reference.get("llama.cpp") if "fair" in result.plain else None
-        if llama:
-            reference = (f"llama.cpp on this machine, no draft: {median(llama):.1f} tok/s after the first token "
-                         f"(the same GGUF and prompts as the baseline, timed beside it by calibration, all cores)")
-        predicted = None
-        if match:
-            # Against what the baseline really runs here: the measured fastest alone, when there is one.
-            predicted = match[0].speculative_tok_s / (measured.baseline_tok_s if measured else match[0].baseline_tok_s)
-        formats = f"main {pair.main_format}, draft {pair.draft_format}"
-        if pair.baseline is not None:
-            formats += f"; the baseline's main {pair.baseline_format}"
-        if measured is not None and measured.attention != "PA" and pair.baseline_format is not None:
-            formats += f"; the baseline on the stateful backend ({measured.attention})"
-        return {"predicted_speedup": predicted, "formats": formats, "fastest_alone": fastest, "reference": reference,
-                **under_load}
+        return {**calibration_words(result, pair, "race" if request.mode == "race" else "fair",
+                                    request.settings.assistant_tokens), **under_load}
 

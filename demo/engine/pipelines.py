@@ -257,10 +257,8 @@ class PromptChecks:
 
 
 class SideInTurn(PromptChecks):
-    """One side of a fair measurement whose pair does not fit in memory twice: its
-    pipeline is loaded (evicting the other side's) only when race.fair is about to
-    run it, through load(status).
-    """
+    """One side of a fair measurement whose pair does not fit in memory twice: its pipeline
+    is loaded (evicting the other side's) only when race.fair is about to run it (load)."""
 
     def __init__(self, cache: PipelineCache, key: PairKey, side: str):
         super().__init__(key, side)
@@ -297,8 +295,10 @@ def native_configs(key: PairKey, sides: tuple) -> list:
     from .safety import NativeConfig
 
     o, out, at = key.options, [], placement.cpu_precision(key.options)
-    if placement.kind(o.main_device) == "CPU":  # the baseline may compile other main weights (PairKey.main_of)
-        out += [NativeConfig(main, "main", o.threads, precision=at) for main in dict.fromkeys(key.main_of(s) for s in sides)]
+    if placement.kind(o.main_device) == "CPU":  # the baseline may compile other weights (PairKey.main_of), or stateful
+        sdpa = placement.baseline_stateful(o, key.method) and not placement.stateful(o, key.method)
+        out += list(dict.fromkeys(NativeConfig(key.main_of(s), "main", o.threads, precision=at,
+                                               attention="SDPA" if sdpa and s == BASELINE else "PA") for s in sides))
     if key.draft and SPECULATIVE in sides and placement.kind(o.draft_device) == "CPU":
         # an EAGLE-3 head is proven beside its main (safety.NativeConfig)
         out.append(NativeConfig(key.draft, "draft", o.threads, main=key.main if key.method == "eagle3" else None,
@@ -307,9 +307,8 @@ def native_configs(key: PairKey, sides: tuple) -> list:
 
 
 def kv_pool_bytes(key: PairKey) -> int:
-    """The speculative pipeline's KV-cache pools: `cache_size_gb` for the main model and, with
-    a draft, as much again for the draft's own scheduler: long prompts fill both pools, so
-    a pair's memory grows to this and no further (BENCHMARKS.md)."""
+    """The speculative pipeline's KV-cache pools: `cache_size_gb` for the main model and as much
+    again for a draft's scheduler; long prompts fill both, and memory grows no further."""
     return (2 if key.draft else 1) * key.options.cache_size_gb * (1 << 30)
 
 
@@ -331,9 +330,8 @@ def max_context(folder: Path) -> Optional[int]:
 
 
 def _load_pipelines(key: PairKey, sides: tuple, status: Callable[[str], None]) -> dict:
-    """The LLMPipelines of the given sides, loaded (not warmed up) with the key's options:
-    every side from the same scheduler settings, each constructor with its own device's
-    properties (placement.pipeline_properties, draft_properties)."""
+    """The LLMPipelines of the given sides, loaded (not warmed up) with the key's options: every
+    side with a scheduler from the same settings, each constructor with its own properties."""
     import openvino_genai as ov
 
     o = key.options

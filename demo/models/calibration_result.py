@@ -157,10 +157,15 @@ def split_plain_key(key: str) -> tuple[str, str]:
     return fmt, attention or "PA"
 
 
+def backend_words(attention: str) -> str:
+    """What follows a main model's name for its attention backend: nothing for paged attention."""
+    return "" if attention == "PA" else f" on the stateful backend ({attention})"
+
+
 def plain_words(key: str) -> str:
     """A plain configuration in words: "int4_sym", "int4_sym on the stateful backend (SDPA)"."""
     fmt, attention = split_plain_key(key)
-    return fmt if attention == "PA" else f"{fmt} on the stateful backend ({attention})"
+    return fmt + backend_words(attention)
 
 
 class FastestAlone(_Model):

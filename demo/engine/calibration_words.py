@@ -1,0 +1,45 @@
+"""What this machine's calibration (demo.calibrate) says about one race, in the page's words:
+the prediction for its formats, mode and K against the baseline it races, the fastest plain
+configuration measured in its mode, and llama.cpp's plain decoding as a reference. Pure: it
+reads a Calibration and the prepared pair's formats."""
+
+from __future__ import annotations
+
+from statistics import median
+from typing import Optional
+
+from ..models.calibration_result import Calibration, backend_words, split_plain_key
+
+
+def calibration_words(result: Calibration, pair, mode: str, k: Optional[int]) -> dict:
+    """{"predicted_speedup", "formats", "fastest_alone", "reference"} for a race in `mode`
+    ("fair" or "race") at K=`k` on `pair` (a PreparedPair: its formats)."""
+    match = [c for c in result.candidates if c.mode == mode and c.k == k
+             and c.main_format == pair.main_format and c.draft_format == pair.draft_format]
+    measured = result.baseline.get(mode)
+    plain = result.plain.get(mode)
+    fastest = None
+    if plain is not None:
+        rates = {f: median(r) for f, r in plain.rates.items() if r}
+        best = max(rates, key=rates.get)
+        threads = '1 thread' if mode == 'race' and result.threads.get('race') == 1 else mode + ' threads'
+        fmt, attention = split_plain_key(best)
+        fastest = (f"{fmt} main alone{backend_words(attention)}, {rates[best]:.1f} tok/s after the first token, "
+                   f"measured by calibration in {mode} mode ({threads})" if plain.beside is None else
+                   f"{best} main without a draft, {rates[best]:.1f} tok/s after the first token, measured by "
+                   f"calibration beside the {plain.beside} speculative pipeline, as in a race ({threads})")
+    reference = None
+    llama = result.plain["fair"].reference.get("llama.cpp") if "fair" in result.plain else None
+    if llama:
+        reference = (f"llama.cpp on this machine, no draft: {median(llama):.1f} tok/s after the first token "
+                     f"(the same GGUF and prompts as the baseline, timed beside it by calibration, all cores)")
+    predicted = None
+    if match:
+        # Against what the baseline really runs here: the measured fastest alone, when there is one.
+        predicted = match[0].speculative_tok_s / (measured.baseline_tok_s if measured else match[0].baseline_tok_s)
+    formats = f"main {pair.main_format}, draft {pair.draft_format}"
+    if pair.baseline is not None:
+        formats += f"; the baseline's main {pair.baseline_format}"
+    if measured is not None and measured.attention != "PA" and pair.baseline_format is not None:
+        formats += f"; the baseline{backend_words(measured.attention)}"
+    return {"predicted_speedup": predicted, "formats": formats, "fastest_alone": fastest, "reference": reference}
