@@ -3,9 +3,10 @@ side with the main model alone, in one run.
 
 Builds the pipelines the way the arena does in fair mode (one scheduler config for every
 pipeline: demo.core.placement.SchedulerSettings; OpenVINO's default threads), then answers
-the benchmark's code prompts greedily with each variant, the variants interleaved prompt by
-prompt and round by round (the box drifts 10-20 % from minute to minute), one pipeline in
-memory at a time per round. Each run's decode speed is the tokens after the first over the
+the benchmark's code prompts greedily with each variant, the variants interleaved round by
+round (the box drifts 10-20 % from minute to minute), their order reversed every other round
+(ABBA: use an even number of rounds), one pipeline in memory at a time, after an untimed pass
+of the first variant over every prompt. Ratios are paired by round and prompt. Each run's decode speed is the tokens after the first over the
 time after the first token; its step split comes from OpenVINO's own per-model metrics.
 
     python scripts/experiments/spec_knobs.py --main MAIN_IR --draft DRAFT_IR --k 6 \
@@ -64,6 +65,20 @@ def build(main: Path, draft: Path, props: dict, speculative: bool):
         return ov.LLMPipeline(str(main), "CPU", scheduler_config=config, **main_props)
     return ov.LLMPipeline(str(main), "CPU", scheduler_config=config,
                           draft_model=ov.draft_model(str(draft), "CPU", **draft_props), **main_props)
+
+
+def round_order(names: list, round_index: int) -> list:
+    """ABBA: odd rounds run the variants in reverse. In one order for every round, a drift
+    across the minutes a round takes would be read as the later variant's gain (pairing by
+    prompt does not remove it); reversed every other round, it cancels over an even number of
+    rounds."""
+    return names[::-1] if round_index % 2 else list(names)
+
+
+def paired_ratios(runs: list, reference: list) -> list:
+    """Decode-rate ratios of two variants' runs taken in the same round on the same prompt
+    (both lists in the order they were run: round by round, prompt by prompt)."""
+    return [x["decode_tok_s"] / y["decode_tok_s"] for x, y in zip(runs, reference, strict=True)]
 
 
 def run_once(pipe, prompt: str, k: int, new_tokens: int, speculative: bool, threshold=None,
@@ -159,8 +174,19 @@ def main() -> int:
     info = machine_info()
     print(f"CPU: {info.get('cpu_model')}; flags {' '.join(info.get('isa_flags', []))}", flush=True)
     runs = {name: [] for name in variants}
+    # Untimed: the process's first pipeline answered up to 1.3x slower than the same
+    # configuration loaded again a minute later (the A/A test in BENCHMARKS.md).
+    first, (props, k) = next(iter(variants.items()))
+    props = {key: v for key, v in props.items() if key not in ("@threshold", "@streamer")}
+    pipe = build(args.main, args.draft, props, k is not None)
+    for p in prompts:
+        run_once(pipe, p, k, args.max_new_tokens, k is not None)
+    print(f"warm-up: {first} answered every prompt once, untimed", flush=True)
+    del pipe
+    gc.collect()
     for r in range(args.rounds):
-        for name, (props, k) in variants.items():
+        for position, name in enumerate(round_order(list(variants), r)):
+            props, k = variants[name]
             spec = k is not None
             props = dict(props)
             threshold = props.pop("@threshold", None)
@@ -169,6 +195,7 @@ def main() -> int:
             run_once(pipe, prompts[0], k, 16, spec, threshold, text_streamer)  # untimed: first-run kernel compilation
             for p in prompts:
                 out = run_once(pipe, p, k, args.max_new_tokens, spec, threshold, text_streamer)
+                out["round"], out["position"] = r, position
                 runs[name].append(out)
                 step = out.get("step_ms", {})
                 print(f"round {r + 1} {name:>12}: {out['decode_tok_s']:.2f} tok/s decode, "
@@ -183,13 +210,19 @@ def main() -> int:
     for name, rs in runs.items():
         med = statistics.median(x["decode_tok_s"] for x in rs)
         summary[name] = {"median_decode_tok_s": med, "vs_" + (base[0] if base else "none"): med / ref if ref else None}
+        if base:  # per (round, prompt) pair: both variants answered the same prompt in the same round
+            ratios = paired_ratios(rs, runs[base[0]])
+            summary[name]["paired_vs_" + base[0]] = {"median": statistics.median(ratios), "min": min(ratios),
+                                                     "max": max(ratios), "n": len(ratios)}
         steps = [x["step_ms"] for x in rs if "step_ms" in x]
         if steps:
             summary[name]["step_ms"] = {part: statistics.median(x[part] for x in steps) for part in steps[0]}
             summary[name]["tokens_per_step"] = statistics.median((args.max_new_tokens - 1) / x["steps"]
                                                                  for x in rs if "steps" in x)
         split = summary[name].get("step_ms")
+        paired = summary[name].get("paired_vs_" + base[0]) if base else None
         print(f"{name:>12}: median {med:.2f} tok/s" + (f"  ({med / ref:.2f}x {base[0]})" if ref else "")
+              + (f", paired {paired['median']:.3f}x ({paired['min']:.2f}-{paired['max']:.2f})" if paired else "")
               + (f"; a step {split['wall']:.0f} ms = main {split['main']:.0f} + draft {split['draft']:.0f} + rest "
                  f"{split['rest']:.0f}, {summary[name]['tokens_per_step']:.2f} tokens" if split else ""))
     if args.json:
