@@ -6,8 +6,9 @@ pipeline: demo.core.placement.SchedulerSettings; OpenVINO's default threads), th
 the benchmark's code prompts greedily with each variant, the variants interleaved round by
 round (the box drifts 10-20 % from minute to minute), their order reversed every other round
 (ABBA: use an even number of rounds), one pipeline in memory at a time, after an untimed pass
-of the first variant over every prompt. Ratios are paired by round and prompt. Each run's decode speed is the tokens after the first over the
-time after the first token; its step split comes from OpenVINO's own per-model metrics.
+of the first variant over every prompt. Ratios are paired by round and prompt. Each run's
+decode speed is the tokens after the first over the time after the first token; its step
+split comes from OpenVINO's own per-model metrics.
 
     python scripts/experiments/spec_knobs.py --main MAIN_IR --draft DRAFT_IR --k 6 \
         --variant base='{}' --variant spec='{}' --variant spec-s1='{"sampler_num_threads": 1}' \
@@ -174,8 +175,8 @@ def main() -> int:
     info = machine_info()
     print(f"CPU: {info.get('cpu_model')}; flags {' '.join(info.get('isa_flags', []))}", flush=True)
     runs = {name: [] for name in variants}
-    # Untimed: the process's first pipeline answered up to 1.3x slower than the same
-    # configuration loaded again a minute later (the A/A test in BENCHMARKS.md).
+    # Untimed: in an A/A test (BENCHMARKS.md) the first variant's first round, the process's
+    # first minute of decoding, read up to 1.3x slower than the same configuration after it.
     first, (props, k) = next(iter(variants.items()))
     props = {key: v for key, v in props.items() if key not in ("@threshold", "@streamer")}
     pipe = build(args.main, args.draft, props, k is not None)
