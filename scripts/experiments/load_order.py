@@ -112,16 +112,14 @@ def main() -> int:
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     info = machine_info()
+    print(f"CPU: {info.get('cpu_model')}; flags {' '.join(info.get('isa_flags', []))}", flush=True)
     if args.plain:
-        print(f"CPU: {info.get('cpu_model')}; flags {' '.join(info.get('isa_flags', []))}", flush=True)
         result = plain_load_order(args.main, args.rounds)
         if args.json:
             args.json.write_text(json.dumps({"machine": info, "plain": result}, indent=1))
         return 0
-
+    prompts = [p.text for p in select(["code"], args.prompts)]
     if args.reloads:
-        print(f"CPU: {info.get('cpu_model')}; flags {' '.join(info.get('isa_flags', []))}", flush=True)
-        prompts = [p.text for p in select(["code"], args.prompts)]
         result = reloads(args.main, args.reloads, args.rounds, prompts, GenerationSettings(max_new_tokens=args.max_new_tokens))
         if args.json:
             args.json.write_text(json.dumps({"machine": info, "max_new_tokens": args.max_new_tokens,
@@ -131,8 +129,6 @@ def main() -> int:
     keys = {BASELINE: PairKey(str(args.main), None, "draft", options),
             SPECULATIVE: PairKey(str(args.main), str(args.draft), "draft", options)}
     settings = GenerationSettings(max_new_tokens=args.max_new_tokens, assistant_tokens=args.k)
-    prompts = [p.text for p in select(["code"], args.prompts)]
-    print(f"CPU: {info.get('cpu_model')}; flags {' '.join(info.get('isa_flags', []))}", flush=True)
     phases = []
     for order_name in phase_orders(args.phases):
         runners = {side: build_side(keys[side], side, lambda m: None) for side in ORDERS[order_name]}
