@@ -177,25 +177,28 @@ def main() -> int:
     runs = {name: [] for name in variants}
     # Untimed: in an A/A test (BENCHMARKS.md) the first variant's first round, the process's
     # first minute of decoding, read up to 1.3x slower than the same configuration after it.
-    first, (props, k) = next(iter(variants.items()))
-    props = {key: v for key, v in props.items() if key not in ("@threshold", "@streamer")}
-    pipe = build(args.main, args.draft, props, k is not None)
+    def open_variant(name: str):
+        """The variant's pipeline and how it answers: run(prompt, tokens) -> run_once's dict."""
+        props, k = variants[name]
+        props = dict(props)
+        threshold = props.pop("@threshold", None)
+        text_streamer = props.pop("@streamer", "ids") == "text"
+        pipe = build(args.main, args.draft, props, k is not None)
+        return lambda prompt, tokens: run_once(pipe, prompt, k, tokens, k is not None, threshold, text_streamer)
+
+    first = next(iter(variants))
+    run = open_variant(first)
     for p in prompts:
-        run_once(pipe, p, k, args.max_new_tokens, k is not None)
+        run(p, args.max_new_tokens)
     print(f"warm-up: {first} answered every prompt once, untimed", flush=True)
-    del pipe
+    del run
     gc.collect()
     for r in range(args.rounds):
         for position, name in enumerate(round_order(list(variants), r)):
-            props, k = variants[name]
-            spec = k is not None
-            props = dict(props)
-            threshold = props.pop("@threshold", None)
-            text_streamer = props.pop("@streamer", "ids") == "text"
-            pipe = build(args.main, args.draft, props, spec)
-            run_once(pipe, prompts[0], k, 16, spec, threshold, text_streamer)  # untimed: first-run kernel compilation
+            run = open_variant(name)
+            run(prompts[0], 16)  # untimed: first-run kernel compilation
             for p in prompts:
-                out = run_once(pipe, p, k, args.max_new_tokens, spec, threshold, text_streamer)
+                out = run(p, args.max_new_tokens)
                 out["round"], out["position"] = r, position
                 runs[name].append(out)
                 step = out.get("step_ms", {})
@@ -203,7 +206,7 @@ def main() -> int:
                       f"{out['chunks']} chunks, wall {out['wall_s']:.2f} s"
                       + (f"; a step {step['wall']:.0f} ms = main {step['main']:.0f} + draft {step['draft']:.0f}"
                          f" + rest {step['rest']:.0f}" if step else ""), flush=True)
-            del pipe
+            del run
             gc.collect()
     base = [n for n in variants if n.startswith("base")]
     ref = statistics.median(x["decode_tok_s"] for x in runs[base[0]]) if base else None
