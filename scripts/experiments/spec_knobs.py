@@ -6,7 +6,8 @@ pipeline: demo.core.placement.SchedulerSettings; OpenVINO's default threads), th
 the benchmark's code prompts greedily with each variant, the variants interleaved round by
 round (the box drifts 10-20 % from minute to minute), their order reversed every other round
 (ABBA: use an even number of rounds), one pipeline in memory at a time, after an untimed pass
-of the first variant over every prompt. Ratios are paired by round and prompt. Each run's
+of the first variant over every prompt. Ratios are paired by round and prompt, with the
+first base* variant (the main alone), or with the first variant where there is none. Each run's
 decode speed is the tokens after the first over the time after the first token; its step
 split comes from OpenVINO's own per-model metrics.
 
@@ -210,23 +211,26 @@ def main() -> int:
             gc.collect()
     base = [n for n in variants if n.startswith("base")]
     ref = statistics.median(x["decode_tok_s"] for x in runs[base[0]]) if base else None
+    # Ratios pair every variant with the main alone, or, with no base variant, with the first.
+    paired_ref = base[0] if base else next(iter(variants))
     summary = {}
     for name, rs in runs.items():
         med = statistics.median(x["decode_tok_s"] for x in rs)
         summary[name] = {"median_decode_tok_s": med, "vs_" + (base[0] if base else "none"): med / ref if ref else None}
-        if base:  # per (round, prompt) pair: both variants answered the same prompt in the same round
-            ratios = paired_ratios(rs, runs[base[0]])
-            summary[name]["paired_vs_" + base[0]] = {"median": statistics.median(ratios), "min": min(ratios),
-                                                     "max": max(ratios), "n": len(ratios)}
+        if name != paired_ref:  # per (round, prompt) pair: both answered the same prompt in the same round
+            ratios = paired_ratios(rs, runs[paired_ref])
+            summary[name]["paired_vs_" + paired_ref] = {"median": statistics.median(ratios), "min": min(ratios),
+                                                        "max": max(ratios), "n": len(ratios)}
         steps = [x["step_ms"] for x in rs if "step_ms" in x]
         if steps:
             summary[name]["step_ms"] = {part: statistics.median(x[part] for x in steps) for part in steps[0]}
             summary[name]["tokens_per_step"] = statistics.median((args.max_new_tokens - 1) / x["steps"]
                                                                  for x in rs if "steps" in x)
         split = summary[name].get("step_ms")
-        paired = summary[name].get("paired_vs_" + base[0]) if base else None
+        paired = summary[name].get("paired_vs_" + paired_ref)
         print(f"{name:>12}: median {med:.2f} tok/s" + (f"  ({med / ref:.2f}x {base[0]})" if ref else "")
-              + (f", paired {paired['median']:.3f}x ({paired['min']:.2f}-{paired['max']:.2f})" if paired else "")
+              + (f", paired {paired['median']:.3f}x {paired_ref} ({paired['min']:.2f}-{paired['max']:.2f})"
+                 if paired else "")
               + (f"; a step {split['wall']:.0f} ms = main {split['main']:.0f} + draft {split['draft']:.0f} + rest "
                  f"{split['rest']:.0f}, {summary[name]['tokens_per_step']:.2f} tokens" if split else ""))
     if args.json:
