@@ -86,3 +86,27 @@ def test_speculative_text_is_the_main_models(smollm2_ir, trimmed):
     cfg.num_assistant_tokens = 4
     assert expected.strip()
     assert spec.generate(prompt, cfg) == expected
+
+
+
+def test_keep_zero_keeps_the_ids_spelled_in_ascii(smollm2_ir):
+    """--keep 0 reads the vocabulary's byte pieces; the tokenizer itself is the independent judge:
+    a kept id decodes to printable ASCII (tabs and newlines too), and an id whose printable-ASCII
+    text encodes back to that one id is kept (a piece with a stray non-ASCII byte decodes to
+    fewer bytes, so it fails the round trip and is rightly dropped)."""
+    import openvino_genai as og
+    import trim_draft_vocab
+
+    kept = set(trim_draft_vocab.choose_ids(smollm2_ir, 0, 49152).tolist())
+    tok = og.Tokenizer(str(smollm2_ir))
+    printable = set(map(chr, range(32, 127))) | {"\t", "\n", "\r"}
+    round_trips = 0
+    for i in range(0, 49152, 7):  # every seventh id: a spread sample, a few seconds
+        text = tok.decode([i], skip_special_tokens=False)
+        is_ascii = text != "" and set(text) <= printable
+        if i in kept:
+            assert is_ascii, (i, text)
+        elif is_ascii:
+            assert list(tok.encode(text, add_special_tokens=False).input_ids.data[0]) != [i], (i, text)
+        round_trips += is_ascii
+    assert round_trips > 1000 and 1000 < len(kept) < 49152
