@@ -18,6 +18,20 @@ def cpu_config(threads: Optional[int], precision: str = "f32") -> dict:
     return properties_for("CPU", PipelineOptions(threads=threads, cpu_precision=precision))
 
 
+def step_inputs(ids, past: int) -> dict:
+    """The inputs of a stateful causal LM that runs `ids` (1 × n) after `past` tokens in its state."""
+    import numpy as np
+
+    ids = np.asarray(ids, dtype=np.int64)
+    n = ids.shape[1]
+    return {
+        "input_ids": ids,
+        "attention_mask": np.ones((1, past + n), dtype=np.int64),
+        "position_ids": np.arange(past, past + n, dtype=np.int64)[None, :],
+        "beam_idx": np.zeros(1, dtype=np.int32),
+    }
+
+
 def _rss() -> int:
     from ..core.memory import rss_bytes
 
@@ -47,14 +61,7 @@ class StatefulModel:
         """Run `ids` (1 × n) after `past` tokens already in the state; the logits (1 × n × vocab)."""
         import numpy as np
 
-        ids = np.asarray(ids, dtype=np.int64)
-        n = ids.shape[1]
-        inputs = {
-            "input_ids": ids,
-            "attention_mask": np.ones((1, past + n), dtype=np.int64),
-            "position_ids": np.arange(past, past + n, dtype=np.int64)[None, :],
-            "beam_idx": np.zeros(1, dtype=np.int32),
-        }
+        inputs = step_inputs(ids, past)
         if self.rows:
             inputs[ROWS_INPUT] = np.zeros(1, dtype=np.int64)
         out = self.request.infer(inputs)

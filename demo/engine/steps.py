@@ -91,15 +91,9 @@ class DraftProposer:
         self._axis = self._sequence_axis()
 
     def _feed(self, ids: Sequence[int]):
-        import numpy as np
+        from .stateful import step_inputs
 
-        past, n = len(self._fed), len(ids)
-        out = self.request.infer({
-            "input_ids": np.asarray([ids], dtype=np.int64),
-            "attention_mask": np.ones((1, past + n), dtype=np.int64),
-            "position_ids": np.arange(past, past + n, dtype=np.int64)[None, :],
-            "beam_idx": np.zeros(1, dtype=np.int32),
-        })
+        out = self.request.infer(step_inputs([list(ids)], len(self._fed)))
         self._fed.extend(ids)
         return out["logits"][0, -1]
 

@@ -51,13 +51,6 @@ def code_samples(tokenizer, count: int, tokens: int) -> list[np.ndarray]:
     raise SystemExit(f"the sources gave only {len(samples)} samples of {tokens} tokens; ask for fewer")
 
 
-def model_inputs(ids: np.ndarray) -> dict:
-    """One prefill of a stateful causal LM (NNCF resets the state before each sample)."""
-    n = len(ids)
-    return {"input_ids": ids[None, :], "attention_mask": np.ones((1, n), np.int64),
-            "position_ids": np.arange(n, dtype=np.int64)[None, :], "beam_idx": np.zeros(1, np.int32)}
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("src", type=Path, help="the draft's GGUF-reader IR folder (the gguf format)")
@@ -75,13 +68,14 @@ def main() -> None:
     from demo.models.formats import (DYNAMIC_QUANTIZATION, _nncf_options, _quiet_nncf, _save,
                                      fuse_projections, link_companions)
     from demo.models.gguf_unpack import fold_packed_weights
+    from demo.engine.stateful import step_inputs
 
     started = time.perf_counter()
     samples = code_samples(ov_genai.Tokenizer(str(args.src)), args.samples, args.tokens)
     model = ov.Core().read_model(args.src / "openvino_model.xml")
     fold_packed_weights(model)
     options = _nncf_options("int4_sym")
-    options.update(dataset=nncf.Dataset([model_inputs(s) for s in samples]), awq=args.awq,
+    options.update(dataset=nncf.Dataset([step_inputs(s[None, :], 0) for s in samples]), awq=args.awq,
                    scale_estimation=args.scale_estimation, subset_size=len(samples))
     with _quiet_nncf():
         model = nncf.compress_weights(model, **options)
