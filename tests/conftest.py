@@ -143,7 +143,8 @@ def _free_port() -> int:
 @pytest.fixture(scope="module")
 def engine_runs():
     """Every run of a real OpenVINO runner while the module's tests run, as the engine saw it:
-    the prompt, the settings, each delivered chunk with its perf_counter time, the RunResult.
+    the prompt, the settings, each delivered chunk with its perf_counter time, the RunResult,
+    and when its stop flag was raised (stop_set_at, perf_counter; None while it is not).
 
     A spy on the run method of both runner classes (OpenVINORunner, and ChildSide, the arena's
     side in a child process, seen from the app's side of its pipe), on the class, so pipelines
@@ -162,8 +163,18 @@ def engine_runs():
     def spy(real_run):
         def run(self, prompt, settings, on_chunk, on_start=lambda t: None, stop=None):
             record = SimpleNamespace(side=self.side, prompt=prompt, settings=settings, runner=self,
-                                     chunks=[], result=None, done=threading.Event())
+                                     chunks=[], result=None, done=threading.Event(), stop_set_at=None)
             runs.append(record)
+            if stop is not None:  # when the run's stop flag was raised: Stop, as the engine sees it
+                if stop.is_set():
+                    record.stop_set_at = time.perf_counter()
+                raise_flag = stop.set
+
+                def set_and_note():
+                    if record.stop_set_at is None:
+                        record.stop_set_at = time.perf_counter()
+                    raise_flag()
+                stop.set = set_and_note
 
             def delivered(chunk):
                 record.chunks.append((time.perf_counter(), chunk))

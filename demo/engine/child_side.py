@@ -56,6 +56,7 @@ class ChildSide(PromptChecks):
     def __init__(self, key: PairKey, side: str, warmup: bool = True):
         super().__init__(key, side)
         self._lock = threading.Lock()  # one run at a time, as in OpenVINORunner
+        self._stdin_lock = threading.RLock()  # a run's loop and its stop watcher both write commands
         self._closing = False
         self._buffer = b""
         self._lines: deque = deque()  # lines read from the pipe and not yet handled
@@ -107,6 +108,29 @@ class ChildSide(PromptChecks):
 
     def _run(self, prompt, settings, on_chunk, on_start, stop) -> RunResult:
         self._send({"run": {"prompt": prompt, "settings": asdict(settings)}})
+        finished = threading.Event()
+        if stop is not None:
+            threading.Thread(target=self._cancel_when_raised, args=(stop, finished), daemon=True,
+                             name=f"{self.side}-stop").start()
+        try:
+            return self._follow(on_chunk, on_start, stop)
+        finally:
+            with self._stdin_lock:  # no cancel from the watcher after this: it would hit the next run
+                finished.set()
+
+    def _cancel_when_raised(self, stop: threading.Event, finished: threading.Event) -> None:
+        """Pass Stop on to the child the moment it is raised. The run's loop looks at `stop`
+        only between the child's lines, a step apart while it decodes, and a chunk the child
+        makes in that step is one more the visitor waits for after Stop."""
+        while not finished.is_set():
+            if stop.wait(0.25):  # returns at once when the flag goes up
+                with self._stdin_lock:
+                    if not finished.is_set():
+                        self._cancel()
+                return
+
+    def _follow(self, on_chunk, on_start, stop) -> RunResult:
+        """The child's lines for the run just sent, until its result."""
         chunks: list[Chunk] = []
         started: Optional[float] = None
         cancelled_at: Optional[float] = None
@@ -184,8 +208,10 @@ class ChildSide(PromptChecks):
 
     # -- the pipes ---------------------------------------------------------------------------
     def _send(self, message: dict) -> None:
-        self._child.stdin.write((json.dumps(message) + "\n").encode())
-        self._child.stdin.flush()
+        line = (json.dumps(message) + "\n").encode()
+        with self._stdin_lock:
+            self._child.stdin.write(line)
+            self._child.stdin.flush()
 
     def _next(self, timeout: Optional[float]):
         """The child's next line ([kind, payload]), _TIMEOUT, or _EOF once it is gone."""
