@@ -1,7 +1,9 @@
 """The headline, measured the way a visitor's fair race runs, interleaved: the speculative
 side with this machine's calibrated fair defaults, the baseline the page races it against
 (the fastest main alone that calibration measured), and llama.cpp's plain decoding of the
-same GGUF main model, prompt by prompt, the order rotating, so drift hits every engine alike.
+same GGUF main model, prompt by prompt, the order rotating, so drift hits every engine alike;
+beside them, llama.cpp's own speculative decoding of the same two GGUFs (llama-cpp-python's
+draft-model hook given the original draft GGUF; --llamacpp-k sets its K, the calibrated K by default).
 The page's baseline main also runs on the other attention backend (paged attention under the
 scheduler, or OpenVINO GenAI's stateful SDPA backend, whichever calibration did not choose), so
 the speedup is read against the fastest plain OpenVINO configuration measured here, not only the
@@ -46,6 +48,10 @@ from demo.models.presets import PypiSource, load_presets  # noqa: E402
 from demo.models.sources import ModelStore  # noqa: E402
 
 LLAMA = llamacpp.SIDE
+
+
+def llama_speculative(k: int) -> str:
+    return f"{LLAMA}_speculative_K{k}"
 OTHER = "baseline_other_backend"  # the page's baseline main on the attention backend it does not use
 
 
@@ -61,6 +67,8 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--max-new-tokens", type=int, default=128)
     ap.add_argument("--no-llamacpp", action="store_true", help="leave the llama.cpp reference out")
+    ap.add_argument("--llamacpp-k", default="",
+                    help="comma-separated K for llama.cpp's speculative rows (default: the calibrated K; 0: none)")
     ap.add_argument("--cache-dir", type=Path)
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
@@ -103,7 +111,7 @@ def main() -> int:
             return token_times(result)
 
         with tempfile.TemporaryDirectory() as tmp:
-            llama, templating = None, None
+            llama, templating, llama_specs = None, None, {}
             if not args.no_llamacpp:
                 if not isinstance(preset.main, PypiSource):
                     raise DemoError(f"Preset {preset.name!r} has no GGUF main model shipped on PyPI for llama.cpp; "
@@ -113,6 +121,17 @@ def main() -> int:
                 reads[LLAMA] = {"main": gguf_bytes_per_token(gguf)["per_token"]}
                 labels[LLAMA] = f"llama.cpp: plain decoding of the original GGUF, {cpu_cores()} threads, flash attention"
                 engines.append(LLAMA)
+                spec_ks = [int(x) for x in args.llamacpp_k.split(",") if x.strip()] if args.llamacpp_k else [k]
+                if any(spec_ks) and isinstance(preset.draft, PypiSource):
+                    draft_gguf = llamacpp.assemble(preset.draft, arena.store.locate_parts(preset.draft), Path(tmp) / "draft.gguf")
+                    for spec_k in filter(None, spec_ks):
+                        name = llama_speculative(spec_k)
+                        llama_specs[name] = llamacpp.LlamaCppRunner(
+                            gguf, cpu_cores(), n_ctx=2048, draft=llamacpp.GgufDraft(draft_gguf, cpu_cores(), spec_k))
+                        reads[name] = {"main": reads[LLAMA]["main"], "draft": gguf_bytes_per_token(draft_gguf)["per_token"]}
+                        labels[name] = (f"llama.cpp speculative: the original GGUFs, main + draft (llama-cpp-python's "
+                                        f"draft-model hook), K={spec_k}, {cpu_cores()} threads, flash attention")
+                        engines.append(name)
                 import openvino_genai
 
                 tokenizer = openvino_genai.Tokenizer(str(pair.main))
@@ -121,9 +140,15 @@ def main() -> int:
                 print(f"{label}; reads {sum(reads[side].values()) / 1e9:.2f} GB of weights a token "
                       f"({', '.join(f'{r} {b / 1e9:.2f} GB' for r, b in reads[side].items())})", flush=True)
 
+            steps = {}  # llama.cpp speculative: draft calls (verify steps) per sample, for tokens a step
+
             def run(engine: str, text: str, tokens: int) -> list[float]:
                 if engine == LLAMA:
                     return llama.run(templating(text), tokens)
+                if engine in llama_specs:
+                    times = llama_specs[engine].run(templating(text), tokens)
+                    steps[engine] = llama_specs[engine].draft.steps
+                    return times
                 return run_openvino(engine, text, tokens)
 
             for engine in engines:  # warm-up: each engine's first run compiles kernels
@@ -133,7 +158,8 @@ def main() -> int:
                 for i, p in enumerate(prompts):
                     shift = (r + i) % len(engines)
                     times = {e: run(e, p.text, args.max_new_tokens) for e in engines[shift:] + engines[:shift]}
-                    samples.append({"round": r, "prompt": p.id, "times": times})
+                    samples.append({"round": r, "prompt": p.id, "times": times,
+                                    **({"llama_cpp_steps": {e: steps[e] for e in llama_specs}} if llama_specs else {})})
                     print(f"round {r + 1} {p.id}: " + ", ".join(
                         f"{e} {decode_rate(t) or 0:.1f} tok/s ({len(t)} tokens)" for e, t in times.items()),
                         flush=True)
@@ -145,16 +171,24 @@ def main() -> int:
         if LLAMA in engines:
             comparisons["speculative_vs_llama_cpp"] = paired(samples, SPECULATIVE, LLAMA)
             comparisons["baseline_vs_llama_cpp"] = paired(samples, BASELINE, LLAMA)
+            for name in llama_specs:  # the outside engine's own speculation, against its plain decoding and ours
+                comparisons[f"{name}_vs_llama_cpp"] = paired(samples, name, LLAMA)
+                comparisons[f"speculative_vs_{name}"] = paired(samples, SPECULATIVE, name)
         summary = {name: {"ratio": spread([x["ratio"] for x in rows])} for name, rows in comparisons.items() if rows}
         for e in engines:
             summary[e] = {"decode_tok_s": spread([r for s in samples if (r := decode_rate(s["times"][e]))])}
+            if e in llama_specs:
+                summary[e]["tokens_per_step"] = spread([len(s["times"][e]) / s["llama_cpp_steps"][e] for s in samples
+                                                        if s["llama_cpp_steps"][e]])
         for e in engines:
             s = summary[e]["decode_tok_s"]
             # Plain engines read their weights once a token: bytes × rate is the bandwidth they reach.
-            if e != SPECULATIVE:
+            if e != SPECULATIVE and e not in llama_specs:
                 summary[e]["gb_s"] = sum(reads[e].values()) * s["median"] / 1e9
             reach = (f"; {summary[e]['gb_s']:.1f} GB/s of weights, {summary[e]['gb_s'] / bandwidth:.0%} of the measured "
                      "bandwidth" if "gb_s" in summary[e] else "")
+            if "tokens_per_step" in summary[e]:
+                reach += f"; {summary[e]['tokens_per_step']['median']:.2f} tokens a draft call"
             print(f"{e:>12}: {s['median']:6.2f} tok/s after the first token (median of {s['n']}; "
                   f"{s['min']:.2f}–{s['max']:.2f}){reach}")
         for name in comparisons:

@@ -1,7 +1,7 @@
 """llama.cpp's plain decoding of a preset's GGUF main model: the outside reference every
 headline is measured beside ("faster than what a visitor would use instead").
 
-Optional: `pip install llama-cpp-python` (it compiles llama.cpp; BENCHMARKS.md gives the
+Optional: `pip install llama-cpp-python` (it compiles llama.cpp; docs/fairness.md gives the
 build flags that matter and how long it takes), never a dependency of the app. The prompt is
 the arena's own text (the main model's chat template, applied by OpenVINO's tokenizer) and
 each token's arrival is timed, so rates compare at equal token counts. Every prompt starts
@@ -26,7 +26,7 @@ def llama_class():
         from llama_cpp import Llama
     except ImportError:
         raise DemoError("llama-cpp-python is not installed; run: pip install llama-cpp-python "
-                        "(BENCHMARKS.md gives the build flags for your CPU).") from None
+                        "(docs/fairness.md gives the build flags for your CPU).") from None
     return Llama
 
 
@@ -55,14 +55,65 @@ def reference_gguf(preset, store) -> Optional[Path]:
     return assemble(preset.main, store.locate_parts(preset.main), out)
 
 
-class LlamaCppRunner:
-    """One llama.cpp model, greedy, with `threads` threads and flash attention."""
+def _load(gguf: Path, threads: int, n_ctx: int, **kwargs):
+    return llama_class()(model_path=str(gguf), n_threads=threads, n_threads_batch=threads, n_ctx=n_ctx,
+                         flash_attn=True, verbose=False, seed=0, **kwargs)
 
-    def __init__(self, gguf: Path, threads: int, n_ctx: int = 4096):
-        Llama = llama_class()
-        self.threads = threads
-        self.llm = Llama(model_path=str(gguf), n_threads=threads, n_threads_batch=threads, n_ctx=n_ctx,
-                         flash_attn=True, verbose=False, seed=0)
+
+def kept_prefix(cached_ids, n_cached: int, ids: list[int]) -> int:
+    """How many tokens of a llama.cpp cache to keep before feeding it `ids`: the prefix it
+    shares with them, short of ids' last token (fed again, for the logits that follow it).
+    `cached_ids` is the bindings' input_ids array, which runs on past the `n_cached` tokens
+    the cache holds (with a previous answer's tokens in it)."""
+    keep = 0
+    for mine, theirs in zip(cached_ids[:n_cached], ids[:-1]):
+        if mine != theirs:
+            break
+        keep += 1
+    return keep
+
+
+class GgufDraft:
+    """The draft of llama-cpp-python's own speculative decoding: its `draft_model` hook (the
+    bindings ship it filled only with prompt lookup) given a second llama.cpp model that
+    guesses `k` tokens greedily, as llama.cpp's speculative example drafts. Called with every
+    token the main holds, it keeps its own cache across calls, rewound to the longest prefix
+    it shares with them, so a step feeds it only what the main accepted since."""
+
+    def __init__(self, gguf: Path, threads: int, k: int, n_ctx: int = 4096):
+        self.llm, self.k, self.steps = _load(gguf, threads, n_ctx), k, 0
+
+    def reset(self) -> None:
+        """A new answer: nothing kept from the previous prompt."""
+        self.llm.reset()
+        self.steps = 0
+
+    def __call__(self, input_ids, **kwargs):
+        import numpy as np
+
+        ids = [int(t) for t in input_ids]
+        keep = kept_prefix(self.llm.input_ids, self.llm.n_tokens, ids)
+        self.llm.n_tokens = keep  # eval drops the cache past n_tokens
+        fed, guesses = ids[keep:], []
+        while True:
+            self.llm.eval(fed)
+            logits = np.ctypeslib.as_array(self.llm._ctx.get_logits_ith(-1), shape=(self.llm.n_vocab(),))
+            guesses.append(int(logits.argmax()))
+            if len(guesses) == self.k:
+                break
+            fed = guesses[-1:]
+        self.steps += 1
+        return np.array(guesses, dtype=np.intc)
+
+
+class LlamaCppRunner:
+    """One llama.cpp model, greedy, with `threads` threads and flash attention; with `draft`
+    (a GgufDraft), llama-cpp-python's speculative decoding verifying its guesses."""
+
+    def __init__(self, gguf: Path, threads: int, n_ctx: int = 4096, draft: Optional[GgufDraft] = None):
+        self.threads, self.draft = threads, draft
+        # A draft makes the bindings keep every position's logits (n_ctx rows of the vocabulary)
+        self.llm = _load(gguf, threads, n_ctx, draft_model=draft)
         self.eos = self.llm.token_eos()
 
     def run(self, templated: str, max_new_tokens: int) -> list[float]:
@@ -70,6 +121,8 @@ class LlamaCppRunner:
         greedy answer to `templated` (the chat-templated prompt text)."""
         tokens = self.llm.tokenize(templated.encode(), add_bos=False, special=True)
         self.llm.reset()  # no prefix reuse from the previous prompt
+        if self.draft is not None:
+            self.draft.reset()
         start, times = time.perf_counter(), []
         self.last_tokens = []  # the answer's token ids, for callers that want them
         for token in self.llm.generate(tokens, temp=0.0, top_k=1, reset=True):
