@@ -140,14 +140,14 @@ def main() -> int:
                 print(f"{label}; reads {sum(reads[side].values()) / 1e9:.2f} GB of weights a token "
                       f"({', '.join(f'{r} {b / 1e9:.2f} GB' for r, b in reads[side].items())})", flush=True)
 
-            steps = {}  # llama.cpp speculative: draft calls (verify steps) per sample, for tokens a step
+            steps = {}  # llama.cpp speculative: (draft calls, seconds in them) per sample
 
             def run(engine: str, text: str, tokens: int) -> list[float]:
                 if engine == LLAMA:
                     return llama.run(templating(text), tokens)
                 if engine in llama_specs:
                     times = llama_specs[engine].run(templating(text), tokens)
-                    steps[engine] = llama_specs[engine].draft.steps
+                    steps[engine] = (llama_specs[engine].draft.steps, llama_specs[engine].draft.seconds)
                     return times
                 return run_openvino(engine, text, tokens)
 
@@ -159,7 +159,8 @@ def main() -> int:
                     shift = (r + i) % len(engines)
                     times = {e: run(e, p.text, args.max_new_tokens) for e in engines[shift:] + engines[:shift]}
                     samples.append({"round": r, "prompt": p.id, "times": times,
-                                    **({"llama_cpp_steps": {e: steps[e] for e in llama_specs}} if llama_specs else {})})
+                                    **({"llama_cpp_steps": {e: steps[e][0] for e in llama_specs},
+                                        "llama_cpp_draft_s": {e: steps[e][1] for e in llama_specs}} if llama_specs else {})})
                     print(f"round {r + 1} {p.id}: " + ", ".join(
                         f"{e} {decode_rate(t) or 0:.1f} tok/s ({len(t)} tokens)" for e, t in times.items()),
                         flush=True)
@@ -180,6 +181,11 @@ def main() -> int:
             if e in llama_specs:
                 summary[e]["tokens_per_step"] = spread([len(s["times"][e]) / s["llama_cpp_steps"][e] for s in samples
                                                         if s["llama_cpp_steps"][e]])
+                # where a step goes: the draft's calls, and the rest (the main's verify and the bindings' loop)
+                summary[e]["draft_ms_per_step"] = spread([1000 * s["llama_cpp_draft_s"][e] / s["llama_cpp_steps"][e]
+                                                          for s in samples if s["llama_cpp_steps"][e]])
+                summary[e]["step_ms"] = spread([1000 * (s["times"][e][-1] - s["times"][e][0]) / s["llama_cpp_steps"][e]
+                                                for s in samples if s["llama_cpp_steps"][e]])
         for e in engines:
             s = summary[e]["decode_tok_s"]
             # Plain engines read their weights once a token: bytes × rate is the bandwidth they reach.
@@ -188,7 +194,8 @@ def main() -> int:
             reach = (f"; {summary[e]['gb_s']:.1f} GB/s of weights, {summary[e]['gb_s'] / bandwidth:.0%} of the measured "
                      "bandwidth" if "gb_s" in summary[e] else "")
             if "tokens_per_step" in summary[e]:
-                reach += f"; {summary[e]['tokens_per_step']['median']:.2f} tokens a draft call"
+                reach += (f"; {summary[e]['tokens_per_step']['median']:.2f} tokens a step of "
+                          f"{summary[e]['step_ms']['median']:.0f} ms, the draft {summary[e]['draft_ms_per_step']['median']:.0f} ms of it")
             print(f"{e:>12}: {s['median']:6.2f} tok/s after the first token (median of {s['n']}; "
                   f"{s['min']:.2f}–{s['max']:.2f}){reach}")
         for name in comparisons:

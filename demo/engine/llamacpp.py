@@ -81,16 +81,18 @@ class GgufDraft:
     it shares with them, so a step feeds it only what the main accepted since."""
 
     def __init__(self, gguf: Path, threads: int, k: int, n_ctx: int = 4096):
-        self.llm, self.k, self.steps = _load(gguf, threads, n_ctx), k, 0
+        self.llm, self.k = _load(gguf, threads, n_ctx), k
+        self.steps, self.seconds = 0, 0.0  # this answer's draft calls and the time they took
 
     def reset(self) -> None:
         """A new answer: nothing kept from the previous prompt."""
         self.llm.reset()
-        self.steps = 0
+        self.steps, self.seconds = 0, 0.0
 
     def __call__(self, input_ids, **kwargs):
         import numpy as np
 
+        start = time.perf_counter()
         ids = [int(t) for t in input_ids]
         keep = kept_prefix(self.llm.input_ids, self.llm.n_tokens, ids)
         self.llm.n_tokens = keep  # eval drops the cache past n_tokens
@@ -103,6 +105,7 @@ class GgufDraft:
                 break
             fed = guesses[-1:]
         self.steps += 1
+        self.seconds += time.perf_counter() - start
         return np.array(guesses, dtype=np.intc)
 
 

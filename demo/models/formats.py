@@ -148,30 +148,32 @@ def compress(src: Path, dst: Path, weight_format: str, checkpoint: Checkpoint = 
 
 
 def unpack_and_compress(src: Path, dst: Path, weight_format: str, progress: StepProgress = _nothing,
-                        checkpoint: Checkpoint = _nothing, merge_sizes: Optional[Collection[int]] = None) -> None:
+                        checkpoint: Checkpoint = _nothing, merge_sizes: Optional[Collection[int]] = None,
+                        nncf_overrides: Optional[dict] = None) -> None:
     """Write src's model (the GGUF reader's IR) compressed to `weight_format` into dst, its
     weights unpacked to f16 in memory only: the same model as fold_to_f16 then compress,
     without writing the f16 folder (3 GB for a 1.5B main) and reading it back. `merge_sizes`:
-    which groups of projections to merge (fuse_projections; experiments compare them)."""
+    which groups of projections to merge (fuse_projections), `nncf_overrides`: arguments of
+    nncf.compress_weights in place of the format's (experiments compare them)."""
     import openvino as ov
 
     if weight_format not in COMPRESSED:
         raise ValueError(f"{weight_format!r} is not one of {COMPRESSED}")
     model = ov.Core().read_model(src / "openvino_model.xml")
     fold_packed_weights(model, progress, checkpoint)
-    _compress_model(model, src, dst, weight_format, checkpoint, merge_sizes)
+    _compress_model(model, src, dst, weight_format, checkpoint, merge_sizes, nncf_overrides)
 
 
 def _compress_model(model, src: Path, dst: Path, weight_format: str, checkpoint: Checkpoint,
-                    merge_sizes: Optional[Collection[int]] = None) -> None:
+                    merge_sizes: Optional[Collection[int]] = None, nncf_overrides: Optional[dict] = None) -> None:
     import nncf
 
-    options = _nncf_options(weight_format)
+    options = {**_nncf_options(weight_format), **(nncf_overrides or {})}
     with _quiet_nncf():
         model = nncf.compress_weights(model, **options)
     # q/k/v and gate/up as one matmul each (the int4 formats: the same logits, fewer fixed costs a step).
     fuse_projections(model, merge_sizes)
-    if "group_size" in options:
+    if options.get("group_size", -1) > 0:  # per channel (-1): the plugin's own activation groups
         # Quantize activations in the weights' own groups: a 7-token verify of the int4_sym 1.5B
         # main on the AMX Xeon takes 64 ms with 128 against 69 ms with the CPU plugin's 32
         # (one token: the same; BENCHMARKS.md). OpenVINO applies runtime_options at compile

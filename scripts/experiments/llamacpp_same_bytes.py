@@ -6,7 +6,7 @@ by round, rates paired at equal token counts.
     python scripts/experiments/llamacpp_same_bytes.py --gguf MAIN.gguf --tokenizer MAIN_IR_DIR \
         --rounds 2 --json bench-results/llamacpp-same-bytes.json
 
-Needs llama-cpp-python (optional; BENCHMARKS.md gives its build flags). The Q4_0 file is made
+Needs llama-cpp-python (optional; docs/fairness.md gives its build flags). The Q4_0 file is made
 with llama.cpp's own quantizer (`llama_model_quantize`, requantizing) next to --out.
 """
 
