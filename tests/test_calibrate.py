@@ -980,6 +980,34 @@ def test_the_fastest_main_alone_is_the_fastest_measured(presets, tmp_path, monke
     assert result.pipeline_overhead["race"].baseline_rates == [pytest.approx(40.0)] * 3
 
 
+@pytest.mark.parametrize("with_reference", [True, False])
+def test_a_coarse_format_is_chosen_only_where_its_quality_was_read(presets, tmp_path, monkeypatch, with_reference):
+    """int4_channel (one int4 scale a row) can make a model fall apart (SmolLM2's answers do):
+    with the original GGUF measured beside it (made-up stages: every main reads the answers
+    alike) it is the fastest main alone at 20 ms a token; without that reference it is never
+    a candidate, and the report says why."""
+    from demo.models.sources import ModelStore
+
+    monkeypatch.setattr(calibration, "prepare_candidates",
+                        lambda preset, store, mains, drafts, report, stop: {
+                            (role, fmt): tmp_path / f"{role}-{fmt}" for role, fmts in (("main", mains), ("draft", drafts))
+                            for fmt in fmts})
+    mains = ["gguf", "int4_sym", "int4_channel"] if with_reference else ["int4_sym", "int4_channel"]
+    messages = []
+    result = calibration.calibrate(presets.get("smollm2-self-draft"), ModelStore(tmp_path / "cache"),
+                                   main_formats=mains, draft_formats=["gguf"], k_max=2, max_new_tokens=8,
+                                   prompts=[PROMPT], budget=1 << 40, report=messages.append,
+                                   stages_module="tests.made_up_stages")
+    chosen_mains = {c.main_format for c in result.candidates}
+    if with_reference:
+        assert result.fastest_alone.main_format == "int4_channel"
+        assert "int4_channel" in chosen_mains
+    else:
+        assert result.fastest_alone.main_format == "int4_sym"
+        assert "int4_channel" not in chosen_mains
+        assert any("int4_channel's quality was not read" in m for m in messages), messages
+
+
 def test_a_pair_used_as_shipped_is_not_calibrated_and_says_what_to_run_instead(presets, tmp_path):
     """Calibration chooses GGUF weight formats: a hub, export or local pair has none, so the
     launch goes Ready once it is warm (it used to fail its warm-up on the first conversion),

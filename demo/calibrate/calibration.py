@@ -45,6 +45,7 @@ from ..core.errors import DemoError
 from ..core.placement import BASELINE_ATTENTIONS
 from ..models.calibration_result import Calibration, split_plain_key
 from ..models.calibration_store import CALIBRATION_VERSION, cache_path, fingerprint, stages_path
+from ..models import formats
 from ..models.sources import has_formats
 from .cost_model import median as cost_model_median
 from .cost_model import (PLAIN_MARGIN, RACE_MARGIN, STATEFUL_MARGIN, choose_timed, overhead_ks, pair_of,
@@ -57,7 +58,7 @@ from ..core.files import write_atomic
 from . import precision
 
 DEFAULT_K_MAX = 8
-DEFAULT_MAIN_FORMATS = ("gguf", "int8", "int4_sym", "f16")
+DEFAULT_MAIN_FORMATS = ("gguf", "int8", "int4_sym", "int4_channel", "f16")
 DEFAULT_DRAFT_FORMATS = ("gguf", "int8", "int4_sym")  # int4_sym: as fast as gguf per guess on the AMX Xeon
 # Acceptance is measured on the benchmark's first code prompts, answered as far as the
 # benchmark answers them (python -m demo.bench --prompts code --limit-prompts 2
@@ -199,7 +200,11 @@ def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMA
                 report(too_far[-1])
     elif REFERENCE_FORMAT in main_formats and reads:
         report("the original GGUF main did not run here: no format's quality was read against it")
-    usable_mains = {f: m for f, m in mains.items() if quality.get(f, 1.0) >= MIN_AGREEMENT}
+    for f in mains:
+        if f in formats.COARSE and f not in quality:  # a model can fall apart in it: never chosen unread
+            report(f"main {f}'s quality was not read against the original GGUF: not a candidate")
+    usable_mains = {f: m for f, m in mains.items()
+                    if quality.get(f, 0.0 if f in formats.COARSE else 1.0) >= MIN_AGREEMENT}
 
     no_room = DemoError(f"No format pair of {preset.name!r} fits in {gb(budget)} of memory; "
                         "free memory or choose a smaller preset.")

@@ -25,10 +25,10 @@ class _Strict(BaseModel):
 
 
 # How a GGUF model's weights are laid out once prepared (demo/models/formats.py says what each is).
-WeightFormat = Literal["gguf", "f16", "int8", "int4_sym", "int4_asym", "auto"]
+WeightFormat = Literal["gguf", "f16", "int8", "int4_sym", "int4_asym", "int4_channel", "auto"]
 _FORMAT_HELP = (
     "weight format of the prepared IR: gguf (as OpenVINO GenAI reads the GGUF), f16, int8, "
-    "int4_sym, int4_asym, or auto (chosen for this machine when preparing)"
+    "int4_sym, int4_asym, int4_channel, or auto (chosen for this machine when preparing)"
 )
 
 
