@@ -28,14 +28,14 @@ def launch_formats(isa_flags: Sequence[str]) -> tuple[list[str], list[str]]:
     nearly K+1 tokens there, f16 barely more than one). The first main format answers the
     acceptance prompts, so the faster one goes first, and a slower format that cannot beat
     it is not measured further. With fast integer kernels the int4_sym draft is a candidate
-    too (AMX Xeon, f32 activations: 18 against 24 ms a guess for the gguf IR). int4_channel
-    (one scale per output channel) joins the mains there: on a Zen 4 its main alone ran 1.12x
-    int4_sym's and its speculative side 1.18x (paired), so the fastest plain configuration
-    this machine has may be that one; it comes after int4_sym, whose closer fit answers the
-    acceptance prompts. `python -m demo.calibrate` measures every format."""
+    too (AMX Xeon, f32 activations: 18 against 24 ms a guess for the gguf IR).
+    `python -m demo.calibrate` measures every format, int4_channel too: on a Zen 4 its main
+    alone is the fastest plain configuration (30 tok/s on the stateful backend, 1.2x int4_sym's),
+    but measuring it in a launch took Ready from 278 to 403 s there (BENCHMARKS.md), so a
+    launch leaves it out (docs/speed.md says so)."""
     fast_int = any(f in isa_flags for f in ("avx512_vnni", "avx_vnni", "amx_int8"))
     if fast_int:
-        return ["int4_sym", "int4_channel", "gguf"], ["int4_sym", "gguf"]
+        return ["int4_sym", "gguf"], ["int4_sym", "gguf"]
     return ["gguf", "f16"], ["gguf"]
 
 
