@@ -48,11 +48,12 @@ from demo.models.presets import PypiSource, load_presets  # noqa: E402
 from demo.models.sources import ModelStore  # noqa: E402
 
 LLAMA = llamacpp.SIDE
+OTHER = "baseline_other_backend"  # the page's baseline main on the attention backend it does not use
 
 
 def llama_speculative(k: int) -> str:
+    """The engine name of llama.cpp's own speculative decoding with K guesses."""
     return f"{LLAMA}_speculative_K{k}"
-OTHER = "baseline_other_backend"  # the page's baseline main on the attention backend it does not use
 
 
 def weights_bytes(folder: Path) -> int:
@@ -178,14 +179,12 @@ def main() -> int:
         summary = {name: {"ratio": spread([x["ratio"] for x in rows])} for name, rows in comparisons.items() if rows}
         for e in engines:
             summary[e] = {"decode_tok_s": spread([r for s in samples if (r := decode_rate(s["times"][e]))])}
-            if e in llama_specs:
-                summary[e]["tokens_per_step"] = spread([len(s["times"][e]) / s["llama_cpp_steps"][e] for s in samples
-                                                        if s["llama_cpp_steps"][e]])
-                # where a step goes: the draft's calls, and the rest (the main's verify and the bindings' loop)
-                summary[e]["draft_ms_per_step"] = spread([1000 * s["llama_cpp_draft_s"][e] / s["llama_cpp_steps"][e]
-                                                          for s in samples if s["llama_cpp_steps"][e]])
-                summary[e]["step_ms"] = spread([1000 * (s["times"][e][-1] - s["times"][e][0]) / s["llama_cpp_steps"][e]
-                                                for s in samples if s["llama_cpp_steps"][e]])
+            if e in llama_specs:  # where a step goes: the draft's calls, the rest (the main's verify, the loop)
+                rows = [(s["times"][e], s["llama_cpp_steps"][e], s["llama_cpp_draft_s"][e])
+                        for s in samples if s["llama_cpp_steps"][e]]
+                summary[e]["tokens_per_step"] = spread([len(times) / n for times, n, _ in rows])
+                summary[e]["draft_ms_per_step"] = spread([1000 * drafting / n for _, n, drafting in rows])
+                summary[e]["step_ms"] = spread([1000 * (times[-1] - times[0]) / n for times, n, _ in rows])
         for e in engines:
             s = summary[e]["decode_tok_s"]
             # Plain engines read their weights once a token: bytes × rate is the bandwidth they reach.
