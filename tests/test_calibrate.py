@@ -554,9 +554,9 @@ def test_fair_mode_runs_on_the_fair_choice_where_models_yaml_says_auto(presets, 
     plain = {"fair": {"rates": {"int8": [9.0, 8.8, 9.1], "int4_sym": [14.0, 14.3, 13.9], "f16": [5.0, 5.1, 5.0]},
                       "interleaved": True, "reference": {"llama.cpp": [22.0, 21.6, 21.0]}},
              "race": {"rates": {"int8": [6.0, 6.1, 6.0], "int4_sym": [7.0, 7.2, 7.1]}, "interleaved": True}}
-    saved(preset, store, {"race": ("int8", "gguf", 3), "fair": ("f16", "int8", 6)}, plain=plain,
-          baseline={"fair": {"main_format": "int4_sym", "baseline_tok_s": 14.0},
-                    "race": {"main_format": "int8", "baseline_tok_s": 6.0}})
+    calibrated = saved(preset, store, {"race": ("int8", "gguf", 3), "fair": ("f16", "int8", 6)}, plain=plain,
+                       baseline={"fair": {"main_format": "int4_sym", "baseline_tok_s": 14.0},
+                                 "race": {"main_format": "int8", "baseline_tok_s": 6.0}})
     arena = Arena(presets, store)
     fair = RaceRequest(prompt="x", preset=preset.name, mode="fair")
     assert arena.formats_for(fair) == {"main_format": "f16", "draft_format": "int8", "baseline_format": "int4_sym"}
@@ -582,7 +582,8 @@ def test_fair_mode_runs_on_the_fair_choice_where_models_yaml_says_auto(presets, 
     assert arena.calibration_for(at_6) == {
         "predicted_speedup": 2.0 / 14.0, "formats": "main f16, draft int8; the baseline's main int4_sym",
         "fastest_alone": "int4_sym main alone, 14.0 tok/s after the first token, measured by calibration in fair "
-                         "mode (fair threads)",
+                         "mode (fair threads); not measured: int4_channel (one int4 scale a row: on some CPUs "
+                         "faster alone, at a coarser fit; python -m demo.calibrate measures it)",
         "reference": "llama.cpp on this machine, no draft: 21.6 tok/s after the first token (the same GGUF and "
                      "prompts as the baseline, timed beside it by calibration, all cores)"}
     # ... and the page shows that reference in "Why this speedup?" (demo.web.render).
@@ -598,6 +599,12 @@ def test_fair_mode_runs_on_the_fair_choice_where_models_yaml_says_auto(presets, 
     at_race = RaceRequest(prompt="x", preset=preset.name, mode="race", settings=GenerationSettings(assistant_tokens=3))
     assert arena.calibration_for(at_race)["fastest_alone"].startswith("int4_sym main alone, 7.1 tok/s")
     assert "race mode (1 thread)" in arena.calibration_for(at_race)["fastest_alone"]
+    # Where calibration measured int4_channel too (python -m demo.calibrate), nothing is said to be left out.
+    from demo.engine.calibration_words import calibration_words
+
+    every = calibrated.model_copy(update={"main": {**calibrated.main, "int4_channel": calibrated.main["f16"]}})
+    pair = SimpleNamespace(main_format="f16", draft_format="int8", baseline=None, baseline_format=None)
+    assert "not measured" not in calibration_words(every, pair, "fair", 6)["fastest_alone"]
 
 
 def test_a_fair_baseline_measured_fastest_on_the_stateful_backend_runs_there(presets, tmp_path):

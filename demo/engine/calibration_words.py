@@ -1,6 +1,7 @@
 """What this machine's calibration (demo.calibrate) says about one race, in the page's words:
 the prediction for its formats, mode and K against the baseline it races, the fastest plain
-configuration measured in its mode, and llama.cpp's plain decoding as a reference. Pure: it
+configuration measured in its mode (and a coarser format left unmeasured, which can be faster
+alone), and llama.cpp's plain decoding as a reference. Pure: it
 reads a Calibration and the prepared pair's formats."""
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from statistics import median
 from typing import Optional
 
 from ..models.calibration_result import Calibration, backend_words, split_plain_key
+from ..models.formats import COARSE
 
 
 def calibration_words(result: Calibration, pair, mode: str, k: Optional[int]) -> dict:
@@ -28,6 +30,10 @@ def calibration_words(result: Calibration, pair, mode: str, k: Optional[int]) ->
                    f"measured by calibration in {mode} mode ({threads})" if plain.beside is None else
                    f"{best} main without a draft, {rates[best]:.1f} tok/s after the first token, measured by "
                    f"calibration beside the {plain.beside} speculative pipeline, as in a race ({threads})")
+        unmeasured = [f for f in COARSE if f not in result.main]
+        if unmeasured:  # a launch leaves int4_channel out, which can be faster alone (docs/speed.md)
+            fastest += (f"; not measured: {', '.join(unmeasured)} (one int4 scale a row: on some CPUs faster alone, "
+                        "at a coarser fit; python -m demo.calibrate measures it)")
     reference = None
     llama = result.plain["fair"].reference.get("llama.cpp") if "fair" in result.plain else None
     if llama:
