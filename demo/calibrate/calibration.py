@@ -45,14 +45,13 @@ from ..core.errors import DemoError
 from ..core.placement import BASELINE_ATTENTIONS
 from ..models.calibration_result import Calibration, split_plain_key
 from ..models.calibration_store import CALIBRATION_VERSION, cache_path, fingerprint, stages_path
-from ..models import formats
 from ..models.sources import has_formats
 from .cost_model import median as cost_model_median
 from .cost_model import (PLAIN_MARGIN, RACE_MARGIN, STATEFUL_MARGIN, choose_timed, overhead_ks, pair_of,
                          paged_unless_clearly_slower, pick_among_fastest, plain_choice, plain_contenders, predict,
                          race_contenders)
 from ..core.machine import others_busy
-from .measure import PREFIX_TOKENS, agreement, sparse_points
+from .measure import MIN_AGREEMENT, PREFIX_TOKENS, quality_gate, sparse_points
 from .plan import FULL, LAUNCH, Plan  # noqa: F401 (calibration.LAUNCH is the launch's plan)
 from ..core.files import write_atomic
 from . import precision
@@ -68,13 +67,7 @@ DEFAULT_PROMPT_CLASSES = ("code",)
 DEFAULT_PROMPTS_PER_CLASS = 2
 DEFAULT_NEW_TOKENS = 128
 BUSY_SHARE = 0.2  # other processes' share of the cores above which a calibration warns
-# The weights as shipped: every other format is re-quantized from them, and its quality is
-# read against them (top-1 agreement along the same answers, measure.agreement).
-REFERENCE_FORMAT = "gguf"
 STAGES_VERSION = 2  # a restart resumes only stages of this shape (2: drafts in turn, quality in main stages)
-# A main format whose greedy choices agree with the original weights' on fewer tokens than
-# this is never chosen: a faster answer that is a worse answer is no gain.
-MIN_AGREEMENT = 0.90
 
 Report = Callable[[str], None]
 
@@ -189,22 +182,7 @@ def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMA
     at = chosen_precision["choice"]
     report(f"activation precision: {chosen_precision['reason']}")
 
-    # Each format's quality: its greedy choices against the original weights' along the same answers.
-    quality, too_far = {}, []
-    if REFERENCE_FORMAT in reads:
-        for f in reads:
-            quality[f] = agreement(reads[f], reads[REFERENCE_FORMAT])
-            if quality[f] < MIN_AGREEMENT:
-                too_far.append(f"main {f} agrees with the original GGUF's greedy choice on {quality[f]:.0%} of tokens, "
-                               f"below {MIN_AGREEMENT:.0%}: not a candidate")
-                report(too_far[-1])
-    elif REFERENCE_FORMAT in main_formats and reads:
-        report("the original GGUF main did not run here: no format's quality was read against it")
-    for f in mains:
-        if f in formats.COARSE and f not in quality:  # a model can fall apart in it: never chosen unread
-            report(f"main {f}'s quality was not read against the original GGUF: not a candidate")
-    usable_mains = {f: m for f, m in mains.items()
-                    if quality.get(f, 0.0 if f in formats.COARSE else 1.0) >= MIN_AGREEMENT}
+    quality, too_far, usable_mains = quality_gate(reads, main_formats, mains, report)
 
     no_room = DemoError(f"No format pair of {preset.name!r} fits in {gb(budget)} of memory; "
                         "free memory or choose a smaller preset.")

@@ -13,9 +13,16 @@ from typing import Callable, Optional, Sequence
 
 from ..core.errors import DemoError
 from ..engine.stateful import StatefulModel
+from ..models.formats import COARSE
 from .cost_model import fit_overhead
 
 PREFIX_TOKENS = 100
+# The weights as shipped: every other format is re-quantized from them, and its quality is
+# read against them (top-1 agreement along the same answers, agreement below).
+REFERENCE_FORMAT = "gguf"
+# A main format whose greedy choices agree with the original weights' on fewer tokens than
+# this is never chosen: a faster answer that is a worse answer is no gain.
+MIN_AGREEMENT = 0.90
 REPEATS = 5
 # A draft step is short and each speculative step pays K of them, so its noise moves K (BENCHMARKS.md):
 # rounds of DRAFT_BLOCK steps each, the draft formats in turn (interleaved_step_costs).
@@ -313,3 +320,26 @@ def agreement(reads: Sequence[Sequence[int]], reference: Sequence[Sequence[int]]
     """Share of positions where two reads_along of the same answers agree (1.0 when empty)."""
     pairs = [(x, y) for r, q in zip(reads, reference) for x, y in zip(r, q)]
     return sum(x == y for x, y in pairs) / len(pairs) if pairs else 1.0
+
+
+def quality_gate(reads: dict, main_formats: Sequence[str], mains: dict,
+                 report: Callable[[str], None]) -> tuple[dict, list[str], dict]:
+    """Each main's quality, its greedy choices against the original weights' along the same
+    answers ({format: reads_along}): (quality, the reasons some were refused, the usable
+    {format: measure_main's result} of `mains`). A coarse format (formats.COARSE) whose
+    quality was not read is refused: a model can fall apart in it."""
+    quality, too_far = {}, []
+    if REFERENCE_FORMAT in reads:
+        for f in reads:
+            quality[f] = agreement(reads[f], reads[REFERENCE_FORMAT])
+            if quality[f] < MIN_AGREEMENT:
+                too_far.append(f"main {f} agrees with the original GGUF's greedy choice on {quality[f]:.0%} of tokens, "
+                               f"below {MIN_AGREEMENT:.0%}: not a candidate")
+                report(too_far[-1])
+    elif REFERENCE_FORMAT in main_formats and reads:
+        report("the original GGUF main did not run here: no format's quality was read against it")
+    for f in mains:
+        if f in COARSE and f not in quality:
+            report(f"main {f}'s quality was not read against the original GGUF: not a candidate")
+    usable = {f: m for f, m in mains.items() if quality.get(f, 0.0 if f in COARSE else 1.0) >= MIN_AGREEMENT}
+    return quality, too_far, usable

@@ -342,8 +342,7 @@ class ModelStore:
         else:
             return None
         # a GGUF holds ~4.5 bits a weight: f16 is ~3.6x its size, int8 ~1.8x, int4 ~1.1x
-        steps.update({"f16": 4 * gguf, "int8": 2 * gguf, "int4_sym": gguf * 6 // 5, "int4_asym": gguf * 6 // 5,
-                      "int4_channel": gguf})
+        steps.update(f16=4 * gguf, int8=2 * gguf, int4_sym=gguf * 6 // 5, int4_asym=gguf * 6 // 5, int4_channel=gguf)
         return sum(steps[f] for f in formats.chain(fmt) if self.ready_path(spec, f) is None) or None
 
     # -- pypi ---------------------------------------------------------------------------
