@@ -7,11 +7,14 @@ draft-model hook given the original draft GGUF; --llamacpp-k sets its K, the cal
 The page's baseline main also runs on the other attention backend (paged attention under the
 scheduler, or OpenVINO GenAI's stateful SDPA backend, whichever calibration did not choose), so
 the speedup is read against the fastest plain OpenVINO configuration measured here, not only the
-one calibration picked.
+one calibration picked. --pair MAIN/DRAFT@K and --plain FORMAT@ATTENTION add configurations
+calibration did not choose (weights prepared as calibration prepares them) to the same rotation:
+every plain configuration counts toward "the fastest plain", every pair is read against it.
 
     pip install llama-cpp-python            # optional: the outside reference (compiles llama.cpp)
     python -m demo.calibrate                # once: the calibrated defaults
-    python scripts/headline.py [--preset NAME] [--prompts 4] [--rounds 3] [--json PATH]
+    python scripts/headline.py [--preset NAME] [--prompts 4] [--rounds 3] [--pair int4_channel/int4_sym@2]
+                                [--plain int4_channel@SDPA] [--json PATH]
 
 The OpenVINO sides are the arena's own fair pipelines (Arena.runners, the very pair a fair
 race loads). Rates are decode rates (tokens after the first over the time after the first
@@ -61,6 +64,32 @@ def weights_bytes(folder: Path) -> int:
     return ir_bytes_per_token(folder)["per_token"]
 
 
+def extra_configurations(args, store, preset, options):
+    """(engine name, (main format, draft format or None, K), PairKey) for each --pair and --plain,
+    their weights prepared (converted the first time) as calibration prepares its candidates."""
+    from demo.calibrate.calibration import prepare_candidates
+
+    wanted = []
+    for text in args.pair:
+        formats, _, pair_k = text.partition("@")
+        main_format, _, draft_format = formats.partition("/")
+        if not (main_format and draft_format and pair_k.isdigit() and int(pair_k) >= 1):
+            raise DemoError(f"--pair {text!r}: write MAIN/DRAFT@K, e.g. int4_channel/int4_sym@2.")
+        wanted.append((f"speculative_{main_format}_{draft_format}_K{pair_k}", (main_format, draft_format, int(pair_k))))
+    for text in args.plain:
+        main_format, _, attention = text.partition("@")
+        if attention not in ("PA", "SDPA"):
+            raise DemoError(f"--plain {text!r}: write FORMAT@PA or FORMAT@SDPA, e.g. int4_channel@SDPA.")
+        wanted.append((f"plain_{main_format}_{attention}", (main_format, None, attention)))
+    for name, (main_format, draft_format, third) in wanted:
+        folders = prepare_candidates(preset, store, [main_format], [draft_format] if draft_format else [])
+        main = str(folders[("main", main_format)])
+        if draft_format:
+            yield name, (main_format, draft_format, third), PairKey(main, str(folders[("draft", draft_format)]), "draft", options)
+        else:
+            yield name, (main_format, None, None), PairKey(main, None, "draft", options.with_baseline_attention(third))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--preset", default="qwen2.5-coder-embedded")
@@ -70,6 +99,10 @@ def main() -> int:
     ap.add_argument("--no-llamacpp", action="store_true", help="leave the llama.cpp reference out")
     ap.add_argument("--llamacpp-k", default="",
                     help="comma-separated K for llama.cpp's speculative rows (default: the calibrated K; 0: none)")
+    ap.add_argument("--pair", action="append", default=[], metavar="MAIN/DRAFT@K",
+                    help="also race this speculative configuration (weight formats, K), e.g. int4_channel/int4_sym@2")
+    ap.add_argument("--plain", action="append", default=[], metavar="FORMAT@ATTENTION",
+                    help="also run this main format alone (PA or SDPA) among the plain configurations, e.g. int4_channel@SDPA")
     ap.add_argument("--cache-dir", type=Path)
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
@@ -101,12 +134,23 @@ def main() -> int:
         print(f"CPU: {info.get('cpu_model')}; flags {' '.join(info.get('isa_flags', []))}", flush=True)
         bandwidth = memory_read_gb_s(cpu_cores())  # the physical limit a single-token decode runs against
         print(f"memory read bandwidth, {cpu_cores()} threads: {bandwidth:.1f} GB/s", flush=True)
-        engines = [SPECULATIVE, BASELINE, OTHER]
+        engines, plains, ks = [SPECULATIVE, BASELINE, OTHER], [BASELINE, OTHER], {SPECULATIVE: k}
+        for name, (main_format, draft_format, pair_k), key in extra_configurations(args, arena.store, preset, options):
+            runners[name] = build_side(key, SPECULATIVE if draft_format else BASELINE, lambda m: None, warmup=False)
+            reads[name] = {"main": weights_bytes(Path(key.main)), **({"draft": weights_bytes(Path(key.draft))} if draft_format else {})}
+            labels[name] = (f"speculative: main {main_format} + draft {draft_format}, K={pair_k}" if draft_format else
+                            f"plain: main {main_format} alone, {key.options.baseline_attention} attention")
+            engines.append(name)
+            if draft_format:
+                ks[name] = pair_k
+            else:
+                plains.append(name)
 
         def run_openvino(side: str, text: str, tokens: int) -> list[float]:
             runner = runners[side]
             runner = runner.load() if hasattr(runner, "load") else runner  # a pair loaded one side at a time
-            result = runner.run(text, GenerationSettings(max_new_tokens=tokens, assistant_tokens=k), lambda c: True)
+            settings = GenerationSettings(max_new_tokens=tokens, assistant_tokens=ks.get(side, k))
+            result = runner.run(text, settings, lambda c: True)
             if result.error:
                 raise DemoError(f"The {side} side failed: {result.error}")
             return token_times(result)
@@ -169,7 +213,13 @@ def main() -> int:
                        "speculative_vs_baseline_other_backend": paired(samples, SPECULATIVE, OTHER),
                        "baseline_other_backend_vs_baseline": paired(samples, OTHER, BASELINE),
                        # the issue's measure: over the faster plain OpenVINO configuration of each sample
-                       "speculative_vs_fastest_plain_openvino": against_fastest(samples, SPECULATIVE, [BASELINE, OTHER])}
+                       "speculative_vs_fastest_plain_openvino": against_fastest(samples, SPECULATIVE, plains)}
+        for name in ks:
+            if name != SPECULATIVE:
+                comparisons[f"{name}_vs_fastest_plain_openvino"] = against_fastest(samples, name, plains)
+                comparisons[f"{name}_vs_speculative"] = paired(samples, name, SPECULATIVE)
+                if LLAMA in engines:
+                    comparisons[f"{name}_vs_llama_cpp"] = paired(samples, name, LLAMA)
         if LLAMA in engines:
             comparisons["speculative_vs_llama_cpp"] = paired(samples, SPECULATIVE, LLAMA)
             comparisons["baseline_vs_llama_cpp"] = paired(samples, BASELINE, LLAMA)
@@ -188,7 +238,7 @@ def main() -> int:
         for e in engines:
             s = summary[e]["decode_tok_s"]
             # Plain engines read their weights once a token: bytes × rate is the bandwidth they reach.
-            if e != SPECULATIVE and e not in llama_specs:
+            if e not in ks and e not in llama_specs:
                 summary[e]["gb_s"] = sum(reads[e].values()) * s["median"] / 1e9
             reach = (f"; {summary[e]['gb_s']:.1f} GB/s of weights, {summary[e]['gb_s'] / bandwidth:.0%} of the measured "
                      "bandwidth" if "gb_s" in summary[e] else "")

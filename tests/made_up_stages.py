@@ -18,6 +18,9 @@ def measure_drafts(args, send):
 
 def measure_main(args, send):
     step = MAIN_STEP_S[args["format"]]
+    if args.get("alone_only"):  # as the real stage: reads and memory, no curve
+        return {"verify_s": {}, "memory_bytes": 1 << 20, "dominated": True, "decode_step_s": None, "runs": {},
+                "reads": [[1, 2, 3]]}
     curve = [step * (1 + 0.05 * m) for m in range(args["k_max"] + 1)]
     runs = {df: [[args["max_new_tokens"] - p for p in range(args["max_new_tokens"])]] for df in args["drafts"]}
     return {"verify_s": {mode: list(curve) for mode in args["threads"]}, "memory_bytes": 1 << 20,

@@ -171,6 +171,11 @@ def test_formats_alone_are_timed_interleaved_and_their_quality_read(presets, ses
                                 "read_along": gguf["answers"]}, lambda m: None)
     assert [len(r) for r in int8["reads"]] == [len(a) for a in gguf["answers"]] == [len(r) for r in gguf["reads"]]
     assert calibration.MIN_AGREEMENT <= measure.agreement(int8["reads"], gguf["reads"]) <= 1.0
+    # Measured alone only (Plan.alone_only): the same reads from its own load, and no curve.
+    alone = stages.measure_main({**main_args, "format": "int8", "folder": folders["int8"], "answer": False,
+                                 "read_along": gguf["answers"], "alone_only": True}, lambda m: None)
+    assert alone["reads"] == int8["reads"] and alone["verify_s"] == {} and alone["dominated"]
+    assert alone["memory_bytes"] > 0
 
 
 def test_a_format_agrees_with_itself_and_not_with_a_different_model(presets, session_store, smollm2_ir):
@@ -1013,6 +1018,34 @@ def test_a_coarse_format_is_chosen_only_where_its_quality_was_read(presets, tmp_
         assert result.fastest_alone.main_format == "int4_sym"
         assert "int4_channel" not in chosen_mains
         assert any("int4_channel's quality was not read" in m for m in messages), messages
+
+
+def test_a_format_measured_alone_only_can_be_the_baseline_but_never_a_pairs_main(presets, tmp_path, monkeypatch):
+    """The launch plan measures int4_channel alone only (Plan.alone_only): with made-up stages
+    it is the fastest main alone (20 ms a token against int4_sym's 25), so the page's baseline
+    runs it and the speedup is read against it, while every speculative candidate runs another
+    main (it has no verify curve), and the report says what it was measured for."""
+    from dataclasses import replace
+
+    from demo.calibrate.plan import LAUNCH
+    from demo.models.sources import ModelStore
+
+    monkeypatch.setattr(calibration, "prepare_candidates",
+                        lambda preset, store, mains, drafts, report, stop: {
+                            (role, fmt): tmp_path / f"{role}-{fmt}" for role, fmts in (("main", mains), ("draft", drafts))
+                            for fmt in fmts})
+    assert "int4_channel" in LAUNCH.alone_only
+    result = calibration.calibrate(presets.get("smollm2-self-draft"), ModelStore(tmp_path / "cache"),
+                                   main_formats=["int4_sym", "gguf", "int4_channel"], draft_formats=["gguf"], k_max=2,
+                                   max_new_tokens=8, prompts=[PROMPT], budget=1 << 40, plan=replace(LAUNCH, name="t"),
+                                   stages_module="tests.made_up_stages")
+    assert result.main["int4_channel"].verify_s == {} and result.quality["int4_channel"] == 1.0
+    assert {c.main_format for c in result.candidates} == {"int4_sym", "gguf"}
+    assert result.fastest_alone.main_format == "int4_channel"
+    assert result.baseline["fair"].main_format == "int4_channel"
+    assert result.baseline["fair"].baseline_tok_s == pytest.approx(1 / 0.020)
+    assert result.choice["fair"].main_format == "int4_sym"
+    assert any("int4_channel its quality read and timed alone only" in line for line in report.summary_lines(result))
 
 
 def test_a_pair_used_as_shipped_is_not_calibrated_and_says_what_to_run_instead(presets, tmp_path):

@@ -160,7 +160,7 @@ def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMA
             "texts": texts, "max_new_tokens": max_new_tokens, "sparse_fair": plan.sparse_fair,
             "repeats": plan.repeats, "answer": answer, "read_along": answers.get(answered_by),
             "drafts": {df: str(folders[("draft", df)]) for df in drafts},
-            "precision": fmt == precision.measured_format(main_formats),
+            "precision": fmt == precision.measured_format(main_formats), "alone_only": fmt in plan.alone_only,
             "prior": {"mains": mains, "drafts": drafts, "runs": {f"{mf}/{df}": r for (mf, df), r in runs.items()}},
         }, what=f"measuring the main model ({fmt})")
         borrowed = {df: runs[(answered_by, df)] for df in drafts if (answered_by, df) in runs} if not answer else {}

@@ -29,13 +29,14 @@ def launch_formats(isa_flags: Sequence[str]) -> tuple[list[str], list[str]]:
     acceptance prompts, so the faster one goes first, and a slower format that cannot beat
     it is not measured further. With fast integer kernels the int4_sym draft is a candidate
     too (AMX Xeon, f32 activations: 18 against 24 ms a guess for the gguf IR).
-    `python -m demo.calibrate` measures every format, int4_channel too: on a Zen 4 its main
-    alone is the fastest plain configuration (30 tok/s on the stateful backend, 1.2x int4_sym's),
-    but measuring it in a launch took Ready from 278 to 403 s there (BENCHMARKS.md), so a
-    launch leaves it out (docs/speed.md says so)."""
+    With fast integer kernels int4_channel (one int4 scale a row) is measured too, alone only
+    (Plan.alone_only: its quality and its rate without a draft, no curve): on a Zen 4 its main
+    alone is the fastest plain configuration (1.12x int4_sym's), so the speedup the page reads
+    is against it; as a pair's main it bought little there and cost 125 s of Ready to measure
+    (BENCHMARKS.md), so `python -m demo.calibrate` measures that."""
     fast_int = any(f in isa_flags for f in ("avx512_vnni", "avx_vnni", "amx_int8"))
     if fast_int:
-        return ["int4_sym", "gguf"], ["int4_sym", "gguf"]
+        return ["int4_sym", "gguf", "int4_channel"], ["int4_sym", "gguf"]
     return ["gguf", "f16"], ["gguf"]
 
 

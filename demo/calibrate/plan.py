@@ -32,9 +32,17 @@ class Plan:
     plain_rounds: int = 3
     plain_prompts: Optional[int] = None  # None: all the calibration prompts
     plain_new_tokens: int = 64
+    # Main formats measured only alone: their quality read and their real baseline pipeline
+    # timed beside the others, no verify curve: the page's baseline where one is the fastest
+    # without a draft (its speedup is read against it), never a pair's main.
+    alone_only: tuple[str, ...] = ()
 
 
 FULL = Plan("full")
 LAUNCH = Plan("launch", sparse_fair=True, repeats=3, acceptance_per_main=False, draft_repeats=8, overhead_prompts=1,
               overhead_new_tokens=48, race_overhead_new_tokens=36, overhead_at_k1=False,
-              plain_rounds=2, plain_prompts=1, plain_new_tokens=24)
+              plain_rounds=2, plain_prompts=1, plain_new_tokens=24,
+              # On a Zen 4 int4_channel alone was the fastest plain configuration (1.12x int4_sym's), but a
+              # pair on it ran 1.00-1.01x int4_sym's pair (BENCHMARKS.md): measured as a pair's main it took
+              # Ready from 278 to 403 s there, alone 259 to 341 s.
+              alone_only=("int4_channel",))

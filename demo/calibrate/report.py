@@ -36,6 +36,9 @@ def _header(result: Calibration) -> list[str]:
 def _measured(result: Calibration) -> list[str]:
     lines = []
     for fmt, m in result.main.items():
+        if "fair" not in m.verify_s:  # measured alone only (Plan.alone_only): its rate is with the baselines'
+            lines.append(f"  main {fmt:9s} its quality read and timed alone only: a baseline, not a pair's main")
+            continue
         fair = m.verify_s["fair"]
         one = fair[0]
         if m.dominated:

@@ -73,7 +73,9 @@ def measure_main(args: dict, send) -> dict:
     """One main format: its verify-cost curve per mode, its greedy answers to the prompts,
     how far each draft format guesses along them (agreement runs), and its own greedy
     choice at every position of the first answers measured (`reads`: its quality is the
-    share where they agree with the original weights', read while it is loaded anyway)."""
+    share where they agree with the original weights', read while it is loaded anyway).
+    `alone_only` (Plan.alone_only): the reads and memory only, no curve: a format that can be
+    the baseline, timed alone by measure_plain, and is never a pair's main."""
     fmt, folder, k_max = args["format"], Path(args["folder"]), args["k_max"]
     ms = list(range(1, k_max + 2))
     prior = args["prior"]
@@ -93,6 +95,10 @@ def measure_main(args: dict, send) -> dict:
         try:
             if mode == "fair" and args.get("read_along"):  # another format's answers, before any skip
                 reads = measure.reads_along(model, ids, args["read_along"])
+            if args.get("alone_only"):  # a candidate baseline only: its quality here, its speed timed alone later
+                memory = model.memory
+                send(f"main model {fmt}: its quality read; it is timed alone, not measured as a pair's main")
+                break
             repeats, known = args.get("repeats", measure.REPEATS), {}
             if mode == "fair" and prior["mains"]:
                 # Both ends first: a format that cannot win even on an optimistic line

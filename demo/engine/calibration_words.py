@@ -31,7 +31,7 @@ def calibration_words(result: Calibration, pair, mode: str, k: Optional[int]) ->
                    f"{best} main without a draft, {rates[best]:.1f} tok/s after the first token, measured by "
                    f"calibration beside the {plain.beside} speculative pipeline, as in a race ({threads})")
         unmeasured = [f for f in COARSE if f not in result.main]
-        if unmeasured:  # a launch leaves int4_channel out, which can be faster alone (docs/speed.md)
+        if unmeasured:  # a launch without fast integer kernels leaves int4_channel out (docs/speed.md)
             fastest += (f"; not measured: {', '.join(unmeasured)} (one int4 scale a row: on some CPUs faster alone, "
                         "at a coarser fit; python -m demo.calibrate measures it)")
     reference = None
