@@ -1048,6 +1048,21 @@ def test_a_format_measured_alone_only_can_be_the_baseline_but_never_a_pairs_main
     assert any("int4_channel its quality read and timed alone only" in line for line in report.summary_lines(result))
 
 
+def test_a_launch_measures_int4_channel_alone_only_where_integer_kernels_are_fast():
+    """On a Zen 4 int4_channel alone was the fastest plain configuration, so a launch with fast
+    integer dot products (VNNI, AVX-VNNI or AMX) measures it, alone only; an AVX2-only launch
+    (f16, where int4 verify steps are slow) leaves it out and the page says it was not measured."""
+    from demo.calibrate.launch import launch_formats
+    from demo.calibrate.plan import LAUNCH
+
+    for flags in (["avx2", "avx512f", "avx512_vnni"], ["avx2", "avx_vnni"], ["avx2", "amx_int8"]):
+        mains, drafts = launch_formats(flags)
+        assert "int4_channel" in mains and "int4_channel" not in drafts, flags
+        assert mains.index("int4_channel") > 0  # never first: its quality is read along the first main's answers
+    assert "int4_channel" not in launch_formats(["avx2", "fma"])[0]
+    assert set(LAUNCH.alone_only) == {"int4_channel"}
+
+
 def test_a_pair_used_as_shipped_is_not_calibrated_and_says_what_to_run_instead(presets, tmp_path):
     """Calibration chooses GGUF weight formats: a hub, export or local pair has none, so the
     launch goes Ready once it is warm (it used to fail its warm-up on the first conversion),
