@@ -16,23 +16,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from demo.calibrate.calibration import MIN_AGREEMENT  # noqa: E402
-from demo.calibrate.measure import agreement, prompt_ids, reads_along  # noqa: E402
+from demo.calibrate.measure import MIN_AGREEMENT, agreement, greedy_answer, prompt_ids, reads_along  # noqa: E402
 from demo.core.bench_prompts import select  # noqa: E402
 from demo.core.machine import machine_info  # noqa: E402
 from demo.engine.stateful import StatefulModel  # noqa: E402
 
 
-def greedy_answer(model: StatefulModel, ids: list[int], eos: int, max_new_tokens: int) -> list[int]:
-    model.request.reset_state()
-    logits, past, answer = model.feed([ids], 0), len(ids), []
-    while len(answer) < max_new_tokens:
-        token = int(logits[0, -1].argmax())
-        if token == eos:
-            break
-        answer.append(token)
-        logits, past = model.feed([[token]], past), past + 1
-    return answer
+def answer_without_eos(model: StatefulModel, ids: list[int], eos: int, max_new_tokens: int) -> list[int]:
+    """The reference's greedy answer (calibration's own, measure.greedy_answer), its end token left out."""
+    answer, _ = greedy_answer(model, ids, max_new_tokens, eos)
+    return answer[:-1] if answer and answer[-1] == eos else answer
 
 
 def main() -> int:
@@ -46,7 +39,7 @@ def main() -> int:
     prompts = select(["code"], args.prompts)
     ids, eos = prompt_ids(args.reference, [p.text for p in prompts])
     reference = StatefulModel(args.reference, None)
-    answers = [greedy_answer(reference, i, eos, args.max_new_tokens) for i in ids]
+    answers = [answer_without_eos(reference, i, eos, args.max_new_tokens) for i in ids]
     reference_reads = reads_along(reference, ids, answers)
     reference.close()
     result = {}
