@@ -433,6 +433,36 @@ def test_prediction_with_overhead_by_hand():
         pytest.approx(0.010 + 0.032 + 0.002)
     assert cost_model.predict(verify, 0.010, [runs], 3, (0.009, 0.001), timed_extra=timed)["step_s"] == \
         pytest.approx(3 * 0.010 + 0.036 + 0.009 + 3 * 0.001)
+    # A real pipeline that ran faster than the bare costs predict (they read high while the
+    # host drifted) is predicted at what it measured, not at the bare step; the line through
+    # it still adds nothing below zero at the K it was not timed at.
+    fast = {2: -0.005}
+    assert cost_model.predict(verify, 0.010, [runs], 2, (-0.02, 0.001), timed_extra=fast)["step_s"] == \
+        pytest.approx(2 * 0.010 + 0.034 - 0.005)
+    assert cost_model.predict(verify, 0.010, [runs], 3, (-0.02, 0.001), timed_extra=fast)["step_s"] == \
+        pytest.approx(3 * 0.010 + 0.036)
+
+
+def test_a_zen4_launch_whose_bare_costs_read_high_is_predicted_at_its_real_pipelines_steps():
+    """A launch on a Zen 4 (2026-12-06): its real pipeline ran K=2 14 ms a step faster than the
+    bare costs predict (its extra_s below zero; K=6 2 ms slower). Predicted from the file's own measurements, each timed K's
+    step is the step the real pipeline measured, and the K chosen is the timed K=2 the pipeline
+    ran fastest (31.4 tok/s), not the untimed K=1 the bare costs favoured (BENCHMARKS.md)."""
+    path = Path(__file__).resolve().parent.parent / "bench-results" / "calibration-qwen-zen4-s55.json"
+    raw = json.loads(path.read_text())
+    o = raw["pipeline_overheads"]["fair"]["int4_sym/int4_sym"]
+    assert o["extra_s"]["2"] < 0 < o["extra_s"]["6"]
+    timed = {int(k): v for k, v in o["extra_s"].items()}
+
+    def fair(k):
+        return cost_model.predict(raw["main"]["int4_sym"]["verify_s"]["fair"], raw["draft"]["int4_sym"]["step_s"]["fair"],
+                                  raw["agreement_runs"]["int4_sym/int4_sym"], k, (o["per_step_s"], o["per_guess_s"]),
+                                  o["baseline_overhead_s"], timed)
+
+    for k, measured in o["measured_step_s"].items():
+        assert fair(int(k))["step_s"] == pytest.approx(measured)
+    best = max(range(1, raw["k_max"] + 1), key=lambda k: fair(k)["speculative_tok_s"])
+    assert best == 2 and raw["choice"]["fair"]["k"] == 1  # what the code before chose
 
 
 def test_result_is_cached_per_machine_and_reused(result, presets, session_store):

@@ -43,12 +43,18 @@ def predict(verify: Sequence[float], draft_step: float, answers_runs: Sequence[S
     """Standard model: tok/s of the main model alone and of speculation with K guesses.
 
     `verify[M - 1]` is the cost of one main-model step of M tokens; `overhead` = (a, b):
-    what a real speculative pipeline adds to each step, a + b·K seconds, except at a K of
-    `timed_extra`, where a real pipeline was timed and added that; `baseline_overhead`
-    what a real baseline pipeline adds to each token (pipeline_overhead)."""
+    what a real speculative pipeline adds to each step, a + b·K seconds (a line that dips
+    below zero adds nothing), except at a K of `timed_extra`, where a real pipeline was timed
+    and added that, below zero too: its step is then what the real pipeline measured (where
+    the bare costs read high, as a host drifted, a launch on a Zen 4 otherwise predicted the
+    K=2 it had timed at 31.4 tok/s as 26.6 and chose an untimed K=1 at 29.2: BENCHMARKS.md);
+    `baseline_overhead` what a real baseline pipeline adds to each token (pipeline_overhead)."""
     tau = tokens_per_step(answers_runs, k)
-    extra = timed_extra[k] if timed_extra and k in timed_extra else overhead[0] + overhead[1] * k
-    step = k * draft_step + verify[k] + max(0.0, extra)
+    if timed_extra and k in timed_extra:
+        extra = timed_extra[k]
+    else:
+        extra = max(0.0, overhead[0] + overhead[1] * k)
+    step = k * draft_step + verify[k] + extra
     return {"k": k, "tokens_per_step": tau, "step_s": step,
             "speculative_tok_s": tau / step, "baseline_tok_s": 1.0 / (verify[0] + max(0.0, baseline_overhead))}
 
