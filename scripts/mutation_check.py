@@ -430,7 +430,8 @@ MUTATIONS = [
         "demo/calibrate/cost_model.py",
         "        extra = timed_extra[k]",
         "        extra = max(0.0, timed_extra[k])",
-        ("tests/test_calibrate.py::test_prediction_with_overhead_by_hand",),
+        ("tests/test_calibrate.py::test_prediction_with_overhead_by_hand",
+         "tests/test_calibrate.py::test_a_zen4_launch_whose_bare_costs_read_high_is_predicted_at_its_real_pipelines_steps"),
     ),
     Mutation(
         "pipelines: an evicted side is kept alive",

@@ -445,9 +445,10 @@ def test_prediction_with_overhead_by_hand():
 
 def test_a_zen4_launch_whose_bare_costs_read_high_is_predicted_at_its_real_pipelines_steps():
     """A launch on a Zen 4 (2026-12-06): its real pipeline ran K=2 14 ms a step faster than the
-    bare costs predict (its extra_s below zero; K=6 2 ms slower). Predicted from the file's own measurements, each timed K's
-    step is the step the real pipeline measured, and the K chosen is the timed K=2 the pipeline
-    ran fastest (31.4 tok/s), not the untimed K=1 the bare costs favoured (BENCHMARKS.md)."""
+    bare costs predict (its extra_s below zero; K=6 2 ms slower). Predicted from the file's own
+    measurements, each timed K's step is the step the real pipeline measured, and the K chosen
+    is the timed K=2 the pipeline ran fastest (31.4 tok/s), not the untimed K=1 the bare costs
+    favoured (BENCHMARKS.md)."""
     path = Path(__file__).resolve().parent.parent / "bench-results" / "calibration-qwen-zen4-s55.json"
     raw = json.loads(path.read_text())
     o = raw["pipeline_overheads"]["fair"]["int4_sym/int4_sym"]
