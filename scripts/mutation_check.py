@@ -425,6 +425,14 @@ MUTATIONS = [
         ("tests/test_calibrate.py::test_prediction_with_overhead_by_hand",),
     ),
     Mutation(
+        "calibrate: one paired sample at least as fast makes a tie with the fastest plain configuration",
+        "a launch's two samples read int4_sym 0.60x and 1.04x int4_channel, and the page raced against the slower one",
+        "demo/calibrate/cost_model.py",
+        "    return bool(ratios) and median(ratios) >= 1 - TIE_MARGIN",
+        "    return bool(ratios) and (median(ratios) >= 1 - TIE_MARGIN or max(ratios) >= 1)",
+        ("tests/test_calibrate.py::test_plain_choice_ties_by_paired_samples",),
+    ),
+    Mutation(
         "calibrate: a K timed in the real pipeline below the bare model's step is predicted at the bare step",
         "a launch whose bare costs read high would pass over the K it timed fastest (K=2 at 31.4 tok/s read as 26.6)",
         "demo/calibrate/cost_model.py",
