@@ -33,7 +33,7 @@ FAST = (
     "tests/test_race_logic.py", "tests/test_render.py", "tests/test_presets.py", "tests/test_admission.py",
     "tests/test_scoreboard.py", "tests/test_recording.py", "tests/test_serve_units.py", "tests/test_explain.py",
     "tests/test_layers.py", "tests/test_ci_skips.py", "tests/test_app.py", "tests/test_chat.py",
-    "tests/test_acceptance.py", "tests/test_step_view.py", "tests/test_startup_progress.py",
+    "tests/test_acceptance.py", "tests/test_step_view.py", "tests/test_verify_loop.py", "tests/test_startup_progress.py",
     "tests/test_native_safety.py::test_the_log", "tests/test_native_safety.py::test_a_task_with_percentages",
     "tests/test_native_safety.py::test_a_task_is_not_called_done",
     "tests/test_engine.py::test_race_streams", "tests/test_engine.py::test_metrics_are_sane",

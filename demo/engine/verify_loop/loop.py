@@ -95,8 +95,10 @@ def accept(rows: np.ndarray, guesses: Sequence[int], sampler: Sampler) -> tuple[
 class VerifyLoop:
     """Drives one stateful main (main_model.StatefulMain) with free drafters behind a gate."""
 
-    def __init__(self, main, proposers: Sequence[Proposer], gate: Gate, eos_ids: Sequence[int]):
+    def __init__(self, main, proposers: Sequence[Proposer], gate: Gate, eos_ids: Sequence[int],
+                 follow_costs: bool = True):
         self.main = main
+        self.follow_costs = follow_costs  # False when `main` is not a real model (a replay)
         self.proposers = list(proposers)
         self.gate = gate
         self.eos = set(int(e) for e in eos_ids)
@@ -128,7 +130,8 @@ class VerifyLoop:
             kept = accept(rows, guesses, sampler)
             self.main.keep(len(kept))  # the step's input rows whose guesses held: last + accepted
             infer_s = time.perf_counter() - t0
-            self.gate.timed(1 + len(guesses), infer_s)
+            if self.follow_costs:
+                self.gate.timed(1 + len(guesses), infer_s)
             if proposal is not None:
                 self.gate.learn(proposal.kind, len(guesses), len(kept) - 1)
             self._observe((last, *guesses), rows, sampler)

@@ -1,0 +1,258 @@
+"""The own verify loop (demo/engine/verify_loop): each drafter against a brute-force reference,
+the gate's arithmetic by hand, the sampling rule against the target distribution, and the loop
+on real OpenVINO inference with the SmolLM2 fixture: in exact mode its tokens are OpenVINO
+GenAI's plain greedy tokens, rejected KV rows are really masked, and the replay's prediction
+takes exactly the steps the real loop takes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from demo.bench.free_draft_replay import predict
+from demo.core.settings import GenerationSettings
+from demo.engine.verify_loop import main_model as main_model_module
+from demo.engine.verify_loop.datastore import DatastoreProposer
+from demo.engine.verify_loop.gate import MARGIN, Gate, best_proposal
+from demo.engine.verify_loop.interfaces import Proposal
+from demo.engine.verify_loop.loop import Sampler, VerifyLoop, accept
+from demo.engine.verify_loop.ngram import NgramProposer
+from demo.engine.verify_loop.recycled import RecycledProposer
+from demo.models import code_datastore
+
+EXACT = {"INFERENCE_PRECISION_HINT": "f32", "KV_CACHE_PRECISION": "f32", "DYNAMIC_QUANTIZATION_GROUP_SIZE": "0"}
+COPY_PROMPT = ("Rename the variable total to subtotal in this function and show the full result.\n\n"
+               "def total_price(items, tax_rate):\n    total = 0\n    for item in items:\n"
+               "        total = total + item['price'] * item['quantity']\n    total = total + total * tax_rate\n"
+               "    return total\n")
+PROMPTS = ["Write a Python function that checks whether a number is prime.", COPY_PROMPT,
+           "Repeat this list exactly, one item per line: apple, banana, cherry, date, elderberry, fig."]
+
+
+# --- drafters, against brute force ---------------------------------------------------------------
+
+def brute_ngram(seq, k, max_n=4, min_n=1):
+    """The continuation of the most recent earlier occurrence of the longest matching suffix."""
+    for n in range(max_n, min_n - 1, -1):
+        if len(seq) <= n:
+            continue
+        suffix = seq[-n:]
+        for end in range(len(seq) - 1, n - 1, -1):  # most recent first, never the suffix itself
+            if seq[end - n:end] == suffix:
+                return tuple(seq[end:end + k])
+    return None
+
+
+def test_ngram_proposer_matches_brute_force_as_the_sequence_grows():
+    rng = np.random.default_rng(1)
+    seq = [int(t) for t in rng.integers(0, 6, 40)]
+    p = NgramProposer()
+    p.start(seq[:5])
+    for i in range(5, len(seq)):
+        got = p.propose(3)
+        want = brute_ngram(seq[:i], 3)
+        assert (got.tokens if got else None) == want, i
+        p.extend([seq[i]])
+
+
+def test_ngram_proposer_prefers_the_longest_then_most_recent_match():
+    p = NgramProposer()
+    p.start([1, 2, 3, 9, 8, 2, 3, 7, 1, 2, 3])
+    proposal = p.propose(2)
+    # "1 2 3" occurred at the start (followed by 9 8); "2 3" more recently (followed by 7 1):
+    # the longer match wins.
+    assert proposal.tokens == (9, 8) and proposal.kind == "prompt:3"
+
+
+def test_recycled_proposer_chains_the_main_models_own_predictions():
+    p = RecycledProposer()
+    p.start([5, 6])
+    assert p.propose(3) is None
+    p.observe([6, 7, 8], [7, 8, 9], before=5)   # after 6 the main said 7, after 7 8, after 8 9
+    proposal = p.propose(3)
+    assert proposal.tokens == (7, 8, 9) and proposal.kind == "recycled:pair"
+    p.observe([6], [4], before=1)                # after "1 6" the main said 4: a pair's own entry
+    assert p.propose(1).tokens == (7,)           # the sequence ends "5 6": that pair still says 7
+
+
+def write_sources(folder: Path) -> list[Path]:
+    files = []
+    for i in range(3):
+        path = folder / f"m{i}.py"
+        path.write_text(f"import os\n\ndef f{i}(path):\n    return os.path.join(path, 'x{i}')\n" * 5)
+        files.append(path)
+    return files
+
+
+def test_datastore_positions_match_a_brute_force_search(tmp_path, smollm2_ir):
+    store = code_datastore.build(tmp_path / "cache", Path(smollm2_ir), budget=10_000,
+                                 files=write_sources(tmp_path))
+    tokens = [int(t) for t in store.tokens]
+    for start in (0, 7, 20, len(tokens) - 3):
+        window = tokens[start:start + 3]
+        brute = [i for i in range(len(tokens) - 2) if tokens[i:i + 3] == window]
+        assert sorted(store.positions(window).tolist()) == brute
+    # Read back from the cache: the same arrays.
+    again = code_datastore.load(code_datastore.folder_for(tmp_path / "cache", Path(smollm2_ir), 10_000))
+    assert np.array_equal(again.tokens, store.tokens)
+
+
+def test_datastore_proposer_follows_the_continuation_most_occurrences_share(tmp_path, smollm2_ir):
+    import openvino_genai
+
+    store = code_datastore.build(tmp_path / "cache", Path(smollm2_ir), budget=10_000,
+                                 files=write_sources(tmp_path))
+    tok = openvino_genai.Tokenizer(str(smollm2_ir))
+    ids = tok.encode("def f1(path):\n    return os.path", add_special_tokens=False).input_ids.data[0].tolist()
+    p = DatastoreProposer(store)
+    p.start(ids)
+    proposal = p.propose(4)
+    assert proposal is not None and proposal.source == "datastore"
+    assert tok.decode(list(proposal.tokens)).startswith(".join(path")
+
+
+# --- the gate, by hand --------------------------------------------------------------------------
+
+def test_gate_drafts_when_a_wide_verify_is_cheap_and_not_when_it_costs_a_token_each():
+    cheap = Gate([0.040, 0.042, 0.044, 0.046])
+    for _ in range(20):
+        cheap.learn("prompt:3", 3, 3)           # every guess held
+    d = cheap.decide("prompt:3", 3)
+    p = cheap.acceptance("prompt:3")
+    assert d.guesses == 3
+    assert d.predicted_tokens == pytest.approx(1 + p + p * p + p ** 3)
+    steep = Gate([0.040, 0.080, 0.120, 0.160])  # a verify of m tokens costs m tokens
+    for _ in range(20):
+        steep.learn("prompt:3", 3, 3)
+    assert steep.decide("prompt:3", 3).guesses == 0
+
+
+def test_gate_learns_geometric_acceptance_and_stops_drafting_a_kind_that_fails():
+    g = Gate([0.040, 0.046, 0.050])
+    g.learn("recycled:token", 2, 1)   # one held, the second rejected: 1 success in 2 trials
+    assert g.acceptance("recycled:token") == pytest.approx((1 + 1) / (2 + 2))
+    for _ in range(10):
+        g.learn("recycled:token", 1, 0)
+    assert g.decide("recycled:token", 2).guesses == 0
+    # A draft of 1 at p pays only when (1 + p) / cost(2) beats 1 / cost(1) by the margin.
+    g2 = Gate([0.040, 0.046])
+    g2.accepted["k"], g2.tried["k"] = 18.0 - 1, 100.0 - 2   # p = 0.18: 1.18/0.046 < 1.03/0.040
+    assert g2.decide("k", 1).guesses == 0
+    g2.accepted["k"], g2.tried["k"] = 25.0 - 1, 100.0 - 2   # p = 0.25: 1.25/0.046 > 1.03/0.040
+    assert (1.25 / 0.046) > MARGIN / 0.040 and g2.decide("k", 1).guesses == 1
+
+
+def test_best_proposal_picks_the_kind_with_the_better_predicted_rate():
+    g = Gate([0.040, 0.041, 0.042])
+    g.accepted.update({"a": 9, "b": 1}), g.tried.update({"a": 10, "b": 10})
+    chosen, d = best_proposal(g, [Proposal((1, 2), "prompt", "b"), None, Proposal((3, 4), "prompt", "a")])
+    assert chosen.kind == "a" and d.guesses == 2
+
+
+# --- acceptance -----------------------------------------------------------------------------------
+
+def test_greedy_acceptance_keeps_the_agreeing_prefix_and_the_main_models_token():
+    rows = np.eye(10, dtype=np.float32)[[3, 4, 5, 6]]   # the main says 3, then 4, 5, 6
+    assert accept(rows, (3, 4, 9), Sampler()) == (3, 4, 5)
+    assert accept(rows, (3, 4, 5), Sampler()) == (3, 4, 5, 6)
+    assert accept(rows, (7, 4, 5), Sampler()) == (3,)
+
+
+def test_sampled_acceptance_gives_the_main_models_distribution():
+    """A guess kept with probability p(x), else a token from p without x: the first token out is
+    distributed as p whatever is guessed (Leviathan et al., with a one-hot draft)."""
+    p = np.array([0.5, 0.3, 0.15, 0.05])
+    logits = np.log(p)[None, :].repeat(2, axis=0)
+    sampler = Sampler(temperature=1.0, top_p=1.0, seed=3)
+    n = 20000
+    counts = np.zeros(4)
+    for _ in range(n):
+        counts[accept(logits, (1,), sampler)[0]] += 1
+    assert np.allclose(counts / n, p, atol=0.015)
+
+
+# --- the loop on real OpenVINO inference --------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def exact_main(smollm2_ir):
+    from demo.engine.verify_loop.main_model import StatefulMain
+
+    return StatefulMain(Path(smollm2_ir), EXACT)
+
+
+@pytest.fixture(scope="module")
+def exact_runner(smollm2_ir):
+    from demo.engine.verify_loop.runner import OwnLoopRunner
+
+    return OwnLoopRunner(Path(smollm2_ir), EXACT)
+
+
+@pytest.fixture(scope="module")
+def genai_greedy(smollm2_ir, exact_runner):
+    """OpenVINO GenAI's own plain greedy answers (stateful SDPA backend, exact properties)."""
+    import openvino_genai
+
+    pipe = openvino_genai.LLMPipeline(str(smollm2_ir), "CPU", ATTENTION_BACKEND="SDPA", **EXACT)
+    config = openvino_genai.GenerationConfig()
+    config.max_new_tokens, config.apply_chat_template = 96, False
+    answers = {}
+    for prompt in PROMPTS:
+        text = pipe.generate([exact_runner.template(prompt)], config).texts[0]
+        answers[prompt] = text
+    return answers
+
+
+def test_exact_mode_gives_openvino_genais_plain_greedy_tokens(exact_runner, genai_greedy):
+    drafted = accepted = 0
+    for prompt in PROMPTS:
+        result = exact_runner.run(prompt, GenerationSettings(max_new_tokens=96), lambda c: True)
+        assert result.error is None
+        assert result.text == genai_greedy[prompt], prompt
+        drafted += result.ov_draft_tokens
+        accepted += result.ov_accepted_tokens
+    # Not vacuous: guesses were verified, and some held, on these prompts.
+    assert drafted > 0 and accepted > 0
+
+
+def test_rejected_rows_are_masked_out_of_the_attention(exact_main):
+    prompt = [(7 * i) % 500 + 10 for i in range(60)]
+    a = int(np.argmax(exact_main.prefill(prompt)))
+    exact_main.verify([a, 100, 200, 300])
+    exact_main.keep(1)                    # only `a` holds: three masked rows stay in the state
+    assert exact_main.holes == 3
+    masked = exact_main.verify([777])[0]
+    exact_main.prefill(prompt)
+    exact_main.verify([a])
+    clean = exact_main.verify([777])[0]
+    assert np.abs(masked - clean).max() < 1e-3
+    # The mask is what made it right: the same state read with the rows visible differs.
+    exact_main.prefill(prompt)
+    exact_main.verify([a, 100, 200, 300])
+    exact_main.fed = 0                    # forget the cut: the three rows stay visible
+    visible = exact_main.verify([777])[0]
+    assert np.abs(visible - clean).max() > 1e-2
+
+
+def test_compacting_the_masked_rows_keeps_the_tokens(exact_runner, genai_greedy, monkeypatch):
+    monkeypatch.setattr(main_model_module, "HOLES_COMPACTED", 2)
+    result = exact_runner.run(COPY_PROMPT, GenerationSettings(max_new_tokens=96), lambda c: True)
+    assert result.text == genai_greedy[COPY_PROMPT]
+
+
+def test_the_replay_takes_the_steps_the_real_loop_takes(exact_runner, genai_greedy):
+    from demo.engine.verify_loop.runner import default_proposers
+
+    prompt = COPY_PROMPT
+    ids = exact_runner.tokenizer.encode(exact_runner.template(prompt)).input_ids.data[0].tolist()
+    answer = exact_runner.tokenizer.encode(genai_greedy[prompt], add_special_tokens=False).input_ids.data[0].tolist()
+    costs = [0.040, 0.042, 0.044, 0.046, 0.050, 0.054, 0.058, 0.062]
+    loop = VerifyLoop(exact_runner.main, default_proposers(), Gate(list(costs)), exact_runner.eos_ids,
+                      follow_costs=False)
+    real = loop.generate(ids, len(answer), Sampler(), lambda s: True)[1:]
+    eos = min(exact_runner.eos_ids)
+    replay = predict(ids, answer, default_proposers(), costs, 0.0, 0.0, eos)
+    assert replay.steps == len(real)
+    assert replay.drafting_steps == sum(1 for s in real if s.proposed) > 0
+    assert replay.tokens_from_drafting == sum(len(s.tokens) for s in real if s.proposed)
