@@ -5,6 +5,7 @@ with the baseline beside it.
     python -m demo.cli --preset qwen2.5-coder-embedded "prompt"
     python -m demo.cli --preset smollm2-self-draft --prompt-lookup "prompt"
     python -m demo.cli --eagle3 MAIN_DIR HEAD_DIR "prompt"   # an EAGLE-3 head as the draft
+    python -m demo.cli --preset qwen2.5-coder-embedded --free-draft "prompt"   # the own verify loop
 
 Streams the speculative output, then prints both pipelines' numbers.
 """
@@ -19,7 +20,7 @@ from typing import Optional
 
 from .core import placement
 from .core.errors import DemoError, run_command
-from .core.settings import GenerationSettings, PipelineOptions, cpu_cores
+from .core.settings import FREE_DRAFT, GenerationSettings, PipelineOptions, cpu_cores
 from .core.streaming import BASELINE, SPECULATIVE, ChunkEvent, DoneEvent
 from .engine.race import fair, race
 
@@ -37,6 +38,9 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("--assistant-confidence-threshold", type=float, help="draft until less sure than this")
     method = ap.add_mutually_exclusive_group()
     method.add_argument("--prompt-lookup", action="store_true", help="guess by matching n-grams of the prompt; no draft")
+    method.add_argument("--free-draft", action="store_true",
+                        help="near-free guesses (n-grams of the prompt and answer, a datastore of code, the main's own "
+                             "earlier predictions) in the arena's own verify loop on OpenVINO Runtime; no draft")
     method.add_argument("--eagle3", action="store_true",
                         help="DRAFT_DIR is an EAGLE-3 head (exported by optimum-intel) drafting from the main's hidden states")
     ap.add_argument("--branching-factor", type=int, help="EAGLE-3 tree drafting: candidates kept per node and layer")
@@ -66,7 +70,7 @@ def _resolve(args) -> tuple[Path, Optional[Path], str, int, Optional[Path]]:
         if args.eagle3 and not heads:
             raise DemoError(f"The preset {args.preset!r} has no EAGLE-3 head; choose one whose draft is a head "
                             "(qwen3-1.7b-eagle3) or give --eagle3 MAIN_DIR HEAD_DIR PROMPT.")
-        args.eagle3 = heads and not args.prompt_lookup  # a head's preset races its head
+        args.eagle3 = heads and not (args.prompt_lookup or args.free_draft)  # a head's preset races its head
         request = RaceRequest(prompt=args.paths[0], preset=args.preset, mode=args.mode,
                               options=PipelineOptions(exact=args.exact))
         pair = arena.prepare(args.preset, lambda m: print(f"[{m}]", file=sys.stderr), **arena.formats_for(request))
@@ -74,9 +78,10 @@ def _resolve(args) -> tuple[Path, Optional[Path], str, int, Optional[Path]]:
             print(f"[{weights_note(pair, args.mode)}]", file=sys.stderr)  # the speedup below is against it
         return (pair.main, pair.draft, args.paths[0], arena.default_assistant_tokens(pair.preset.name, args.mode),
                 pair.baseline)
-    need = 2 if args.prompt_lookup else 3
+    draftless = args.prompt_lookup or args.free_draft
+    need = 2 if draftless else 3
     if len(args.paths) != need:
-        usage = "MAIN_DIR PROMPT" if args.prompt_lookup else ("MAIN_DIR HEAD_DIR PROMPT" if args.eagle3
+        usage = "MAIN_DIR PROMPT" if draftless else ("MAIN_DIR HEAD_DIR PROMPT" if args.eagle3
                                                               else "MAIN_DIR DRAFT_DIR PROMPT")
         raise DemoError(f"Give {usage} (or --preset NAME PROMPT).")
     from .models.sources import is_ir_folder
@@ -86,6 +91,14 @@ def _resolve(args) -> tuple[Path, Optional[Path], str, int, Optional[Path]]:
         if not is_ir_folder(d):
             raise DemoError(f"{d} is not an OpenVINO IR folder; export one with optimum-cli export openvino.")
     return dirs[0], (dirs[1] if len(dirs) > 1 else None), args.paths[-1], 5, None
+
+
+def _method(args) -> str:
+    if args.prompt_lookup:
+        return "prompt_lookup"
+    if args.free_draft:
+        return FREE_DRAFT
+    return "eagle3" if args.eagle3 else "draft"
 
 
 def main(argv: Optional[list[str]] = None) -> int:
@@ -103,7 +116,7 @@ def _run(args) -> int:
     threshold = args.assistant_confidence_threshold
     settings = GenerationSettings(
         max_new_tokens=args.max_new_tokens,
-        method="prompt_lookup" if args.prompt_lookup else ("eagle3" if args.eagle3 else "draft"),
+        method=_method(args),
         branching_factor=args.branching_factor, tree_depth=args.tree_depth,
         assistant_tokens=None if threshold is not None else (args.num_assistant_tokens or default_k),
         confidence_threshold=threshold,
@@ -138,7 +151,7 @@ def _run(args) -> int:
         print(f"{side:12s} {st.tokens:4d} tokens in {st.elapsed_s:6.2f} s = {st.tokens_per_s:6.1f} tok/s"
               f"  TTFT {st.ttft_s * 1000:6.0f} ms  TPOT {st.tpot_ms or 0:6.1f} ms"
               f"  {st.tokens_per_step:.2f} tokens/verify step"
-              f"  (OpenVINO: TTFT {r.ov_ttft_ms:.0f} ms, TPOT {r.ov_tpot_ms:.1f} ms)")
+              + (f"  (OpenVINO: TTFT {r.ov_ttft_ms:.0f} ms, TPOT {r.ov_tpot_ms:.1f} ms)" if r.ov_ttft_ms else ""))
     b, s = results[BASELINE], results[SPECULATIVE]
     if not (b.error or s.error):
         c = compare(b, s)

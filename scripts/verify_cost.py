@@ -29,6 +29,7 @@ from demo.core.bench_prompts import select  # noqa: E402
 from demo.core.errors import run_command  # noqa: E402
 from demo.core.machine import machine_info  # noqa: E402
 from demo.engine.stateful import cpu_config  # noqa: E402
+from demo.engine.verify_loop.gate import Gate  # noqa: E402
 from demo.engine.verify_loop.runner import MAX_WIDTH, OwnLoopRunner  # noqa: E402
 from demo.core.settings import GenerationSettings  # noqa: E402
 from demo.models.presets import load_presets  # noqa: E402
@@ -81,7 +82,7 @@ def main() -> int:
                   + " ".join(f"{m}:{c / med[0]:.2f}" for m, c in enumerate(med, 1)), flush=True)
         overhead = {}
         for f, r in runners.items():
-            r.costs = [c / 1000 for c in curves[f]["cost_ms"]]
+            r.gate = Gate([c / 1000 for c in curves[f]["cost_ms"]])
             rows = []
             for p in select(["code", "summarize"]):
                 result = r.run(p.text, GenerationSettings(max_new_tokens=128), lambda c: True)

@@ -63,7 +63,7 @@ def test_ngram_proposer_prefers_the_longest_then_most_recent_match():
     proposal = p.propose(2)
     # "1 2 3" occurred at the start (followed by 9 8); "2 3" more recently (followed by 7 1):
     # the longer match wins.
-    assert proposal.tokens == (9, 8) and proposal.kind == "prompt:3"
+    assert proposal.tokens == (9, 8) and proposal.kind == "prompt:long"
 
 
 def test_recycled_proposer_chains_the_main_models_own_predictions():

@@ -3,6 +3,7 @@
     python -m demo.bench --preset smollm2-self-draft --json bench.json --plot bench.png
     python -m demo.bench --preset NAME --mode fair --assistant-tokens 1,3,5,8 --prompt-lookup
     python -m demo.bench --preset NAME --prompts summarize --limit-prompts 2 --repeat 1
+    python -m demo.bench --method free-draft --mode fair   # the own verify loop's free drafting
 
 For every configuration (mode × method × assistant tokens K) both pipelines are warmed up
 with one untimed full-length run, then every prompt runs --repeat times. Each repeat
@@ -27,7 +28,7 @@ from typing import Optional
 from ..core.bench_prompts import CLASSES
 from ..core.errors import DemoError, run_command
 from .measure import run_bench
-from .plan import MODES, parse_formats, parse_ints, parse_tree
+from .plan import MODES, parse_formats, parse_ints, parse_methods, parse_tree
 from .plot import write_plot
 from .report import format_table, write_json
 
@@ -56,6 +57,9 @@ def build_parser() -> argparse.ArgumentParser:
                     "(K at least the depth); a chain of K guesses without it")
     ap.add_argument("--prompt-lookup", action="store_true",
                     help="also measure prompt lookup (no draft) with the same assistant tokens")
+    ap.add_argument("--method", metavar="METHOD[,…]",
+                    help="speculative methods to measure: draft, eagle3, prompt-lookup, free-draft (the arena's own "
+                         "verify loop with near-free guesses); default: the preset's draft, plus --prompt-lookup")
     ap.add_argument("--repeat", type=int, default=3, help="timed runs per prompt and configuration (default 3)")
     ap.add_argument("--prompts", metavar="CLASS[,CLASS…]",
                     help=f"prompt classes: {','.join(CLASSES)} (default all)")
@@ -112,6 +116,7 @@ def _run(args) -> int:
             modes=[args.mode] if args.mode else MODES,
             assistant_tokens=ks,
             prompt_lookup=args.prompt_lookup,
+            methods=parse_methods(args.method),
             repeat=args.repeat,
             prompt_classes=classes,
             max_new_tokens=args.max_new_tokens,

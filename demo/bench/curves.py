@@ -8,6 +8,7 @@ from typing import Optional
 
 from ..core.acceptance import AcceptanceCurve, curve_of_chunks, pooled
 from ..core.streaming import SPECULATIVE
+from .plan import METHOD_LABELS
 
 
 def sample_curve(result, k: int) -> Optional[dict]:
@@ -44,7 +45,7 @@ def plot_curves(ax, result) -> None:
             continue
         xs = [i + 1 for i, r in enumerate(curve["rate"]) if r is not None]
         ys = [r for r in curve["rate"] if r is not None]
-        label = f"{agg.mode} {'lookup' if agg.method == 'prompt_lookup' else 'draft'} K={agg.assistant_tokens}"
+        label = f"{agg.mode} {METHOD_LABELS.get(agg.method, agg.method)} K={agg.assistant_tokens}"
         if agg.weights != "preset":
             label = f"{agg.weights} {label}"
         ax.plot(xs, ys, marker="o", linestyle="--" if agg.method == "prompt_lookup" else "-", label=label)

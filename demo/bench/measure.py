@@ -41,6 +41,7 @@ def run_bench(
     modes: Sequence[str] = MODES,
     assistant_tokens: Optional[Sequence[int]] = None,
     prompt_lookup: bool = False,
+    methods: Optional[Sequence[str]] = None,
     repeat: int = 3,
     prompt_classes: Optional[Sequence[str]] = None,
     max_new_tokens: int = 128,
@@ -78,8 +79,12 @@ def run_bench(
         arena = _make_arena(models, cache_dir)
     preset_obj = arena.presets.get(preset)
     ks = list(dict.fromkeys(assistant_tokens or [arena.default_assistant_tokens(preset_obj.name)]))
-    # a draft model's or a head's method (Preset.default_method), then prompt lookup if asked
-    methods = ([preset_obj.default_method] if preset_obj.draft is not None else []) + (["prompt_lookup"] if prompt_lookup else [])
+    # `methods` as asked; else a draft model's or a head's method (Preset.default_method), then
+    # prompt lookup if asked
+    if methods:
+        methods = list(dict.fromkeys(methods))
+    else:
+        methods = ([preset_obj.default_method] if preset_obj.draft is not None else []) + (["prompt_lookup"] if prompt_lookup else [])
     if tree is not None and "eagle3" not in methods:
         raise DemoError(f"Tree drafting (--tree) needs an EAGLE-3 head, and the draft of {preset_obj.name!r} is not one; "
                         "choose a preset whose draft is a head, or leave --tree out.")

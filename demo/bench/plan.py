@@ -13,7 +13,23 @@ from ..core.errors import DemoError
 
 MODES = ("fair", "race")
 MODE_ALIASES = {"fair": "fair", "sequential": "fair", "race": "race"}  # "sequential": older name, older JSON
-METHOD_LABELS = {"draft": "draft", "eagle3": "eagle3", "prompt_lookup": "lookup"}
+METHOD_LABELS = {"draft": "draft", "eagle3": "eagle3", "prompt_lookup": "lookup", "free_draft": "free-draft"}
+# --method's spellings (the command line's dashes) -> the engine's method names
+METHOD_OPTIONS = {"draft": "draft", "eagle3": "eagle3", "prompt-lookup": "prompt_lookup", "free-draft": "free_draft"}
+
+
+def parse_methods(text: Optional[str]) -> Optional[list[str]]:
+    """'free-draft,draft' -> ["free_draft", "draft"]."""
+    if text is None:
+        return None
+    out = []
+    for item in (x.strip() for x in text.split(",") if x.strip()):
+        if item not in METHOD_OPTIONS:
+            raise DemoError(f"--method takes {', '.join(METHOD_OPTIONS)} (comma-separated); got {item!r}.")
+        out.append(METHOD_OPTIONS[item])
+    if not out:
+        raise DemoError("Give at least one method, e.g. --method free-draft.")
+    return out
 
 
 @dataclass(frozen=True)
@@ -21,7 +37,7 @@ class Config:
     """One measured configuration: how the sides run and what the speculative side guesses with."""
 
     mode: str              # fair | race
-    method: str            # draft | eagle3 | prompt_lookup
+    method: str            # draft | eagle3 | prompt_lookup | free_draft
     assistant_tokens: int  # K
     weights: str = "preset"  # "MAIN/DRAFT" weight formats, or "preset" for models.yaml's
 

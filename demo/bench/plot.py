@@ -16,7 +16,7 @@ from .result import BenchResult
 def _plot_classes(left, aggs, modes, methods) -> None:
     """Median speedup vs K, one line per prompt class (and method, and mode)."""
     colors = {c: f"C{i}" for i, c in enumerate(list(CLASSES) + ["all"])}
-    styles = {"draft": "-", "eagle3": "-.", "prompt_lookup": "--"}
+    styles = {"draft": "-", "eagle3": "-.", "prompt_lookup": "--", "free_draft": ":"}
     markers = {"fair": "o", "race": "s"}
     for mode in modes:
         for method in methods:

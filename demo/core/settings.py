@@ -9,10 +9,15 @@ from typing import Literal, Optional
 from .errors import DemoError
 
 # draft: a classic draft model guesses; prompt_lookup: n-grams of the prompt guess; eagle3: an
-# EAGLE-3 head guesses from the main model's own hidden states (demo/models/eagle3.py).
-Method = Literal["draft", "prompt_lookup", "eagle3"]
+# EAGLE-3 head guesses from the main model's own hidden states (demo/models/eagle3.py);
+# free_draft: near-free guesses (n-grams of the prompt and answer, a datastore of code, the main
+# model's own earlier predictions) verified by the arena's own loop on OpenVINO Runtime, not a
+# GenAI pipeline (demo/engine/verify_loop).
+Method = Literal["draft", "prompt_lookup", "eagle3", "free_draft"]
 Mode = Literal["race", "fair"]
-METHOD_NAMES = {"draft": "draft model", "prompt_lookup": "prompt lookup", "eagle3": "EAGLE-3 head"}
+FREE_DRAFT = "free_draft"
+METHOD_NAMES = {"draft": "draft model", "prompt_lookup": "prompt lookup", "eagle3": "EAGLE-3 head",
+                "free_draft": "free drafting (own loop)"}
 MAX_TREE = 8  # branching factor and tree depth: past this a tree is more guesses than a CPU can check
 
 
@@ -57,6 +62,9 @@ class GenerationSettings:
             raise DemoError("Set the number of assistant tokens (or a confidence threshold) for the speculative side.")
         if self.method == "prompt_lookup" and self.confidence_threshold is not None:
             raise DemoError("Prompt lookup needs a number of assistant tokens, not a confidence threshold.")
+        if self.method == "free_draft" and self.confidence_threshold is not None:
+            raise DemoError("Free drafting decides each step's guesses itself, up to the number of assistant tokens; "
+                            "set that number, not a confidence threshold.")
         if self.method == "eagle3" and self.confidence_threshold is not None:
             raise DemoError("An EAGLE-3 head drafts a set number of tokens; set the number of assistant tokens, "
                             "not a confidence threshold.")

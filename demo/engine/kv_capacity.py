@@ -72,8 +72,8 @@ def side_capacity(main: str, draft: Optional[str], side: str, method: str,
                   options: PipelineOptions) -> Optional[int]:
     """Tokens (prompt + new + a speculative step's slack) the side's smallest pool holds;
     None where there is no scheduler pool (the stateful backend) or nothing is known."""
-    if placement.stateful(options, method):
-        return None
+    if placement.stateful(options, method) or (side == SPECULATIVE and method == "free_draft"):
+        return None  # a stateful model's KV cache grows as it needs
     pools = [pool_tokens(main, options, options.main_device)]
     if side == SPECULATIVE and uses_draft_model(method) and draft:
         pools.append(pool_tokens(draft, options, options.draft_device))

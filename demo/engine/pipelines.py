@@ -16,7 +16,7 @@ from typing import Callable, Optional
 
 from ..core import placement
 from ..core.errors import DemoError
-from ..core.settings import METHOD_NAMES, GenerationSettings, PipelineOptions, uses_draft_model
+from ..core.settings import FREE_DRAFT, METHOD_NAMES, GenerationSettings, PipelineOptions, uses_draft_model
 from ..core.streaming import BASELINE, SIDES, SPECULATIVE
 from . import kv_capacity
 from .openvino_runner import OpenVINORunner, check_fits, count_tokens, first_line, scheduler_config, template
@@ -350,7 +350,7 @@ def _load_pipelines(key: PairKey, sides: tuple, status: Callable[[str], None]) -
         if BASELINE in sides:
             status("loading the baseline pipeline (main model)")
             pipes[BASELINE] = ov.LLMPipeline(key.main_of(BASELINE), o.main_device, **baseline_props)
-        if SPECULATIVE in sides:
+        if SPECULATIVE in sides and key.method != FREE_DRAFT:  # the own loop is built by _own_loop
             status(f"loading the speculative pipeline (main + {METHOD_NAMES[key.method]})")
             if uses_draft_model(key.method):  # an EAGLE-3 head too: GenAI knows it by its IR
                 draft = ov.draft_model(key.draft, o.draft_device,
@@ -380,9 +380,32 @@ def build_pair(key: PairKey, status: Callable[[str], None]) -> dict[str, OpenVIN
     status("warming up both pipelines")
     # At once: a race gives each pipeline its share of the cores, so their first runs
     # (kernel compilation, mostly) overlap instead of queueing.
-    with ThreadPoolExecutor(max_workers=len(pipes)) as pool:
+    with ThreadPoolExecutor(max_workers=2) as pool:
         futures = {side: pool.submit(_runner, key, side, pipe) for side, pipe in pipes.items()}
+        if key.method == FREE_DRAFT:
+            futures[SPECULATIVE] = pool.submit(_own_loop, key, lambda m: None)
         return {side: future.result() for side, future in futures.items()}
+
+
+def _own_loop(key: PairKey, status: Callable[[str], None], warmup: bool = True):
+    """The speculative side of free drafting: the arena's own verify loop over the main model's
+    stateful IR, compiled with the properties the plain baseline's pipeline gets."""
+    from ..models import code_datastore
+    from .verify_loop.runner import OwnLoopRunner
+
+    o = key.options
+    check_device(o.main_device, "main")
+    status("loading the speculative side (the main model in the own verify loop)")
+    main = Path(key.main)
+    try:
+        return OwnLoopRunner(main, placement.properties_for(o.main_device, o), device=o.main_device,
+                             max_context=max_context(main), datastore=code_datastore.built_beside(main), warmup=warmup)
+    except MemoryError:
+        raise DemoError("There was not enough memory to load the main model; choose a smaller preset or weight "
+                        "format.") from None
+    except RuntimeError as e:
+        raise DemoError(f"OpenVINO could not load the main model for free drafting ({first_line(e)}); check the "
+                        "model folder.") from None
 
 
 def _runner(key: PairKey, side: str, pipe, warmup: bool = True) -> OpenVINORunner:
@@ -394,6 +417,8 @@ def _runner(key: PairKey, side: str, pipe, warmup: bool = True) -> OpenVINORunne
 def build_side(key: PairKey, side: str, status: Callable[[str], None], warmup: bool = True) -> OpenVINORunner:
     """One side's pipeline alone, warmed up unless the caller's own first run is its warm-up:
     a cluster replica serves one side (demo.serve), calibration times one."""
+    if side == SPECULATIVE and key.method == FREE_DRAFT:
+        return _own_loop(key, status, warmup)
     pipe = _load_pipelines(key, (side,), status)[side]
     if warmup:
         status(f"warming up the {side} pipeline")

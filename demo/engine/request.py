@@ -11,7 +11,7 @@ from ..core import placement
 from ..core.errors import DemoError
 from ..core.explain import Explanation
 from ..core.metrics import Comparison, SideStats
-from ..core.settings import MAX_PROMPT_CHARS, GenerationSettings, Mode, PipelineOptions, cpu_cores
+from ..core.settings import FREE_DRAFT, MAX_PROMPT_CHARS, GenerationSettings, Mode, PipelineOptions, cpu_cores
 
 if TYPE_CHECKING:  # annotations only
     from ..models.prepare import PreparedPair
@@ -74,11 +74,19 @@ def how_it_ran(mode: Mode, options: PipelineOptions, method: str, threads: Optio
         devices += f", EAGLE-3 head on {options.draft_device}"
     elif method == "draft":
         devices += f", draft on {options.draft_device}"
+    elif method == FREE_DRAFT:
+        devices += (", free drafting (no draft model: n-grams of the prompt and answer, a datastore of code, the main "
+                    "model's own earlier predictions), verified by the arena's own loop on OpenVINO Runtime over the "
+                    "main model's stateful IR, not an OpenVINO GenAI pipeline")
     else:
         devices += ", prompt lookup (no draft)"
     # From the very properties the constructors are given, with the threads really used.
     precision = placement.describe_built_with(options.with_threads(threads), method)
-    if placement.stateful(options, method):
+    if method == FREE_DRAFT:
+        scheduler = ("the speculative side stateful (the own loop, no scheduler, no prefix cache), the baseline "
+                     + ("stateful too (SDPA)" if placement.baseline_stateful(options, method) else
+                        f"with {placement.scheduler_settings(options).describe()}"))
+    elif placement.stateful(options, method):
         scheduler = "stateful pipelines on both sides (no scheduler, no prefix cache)"
     elif placement.baseline_stateful(options, method):
         scheduler = (f"the baseline stateful (SDPA, no scheduler, no prefix cache), the speculative side with "

@@ -105,6 +105,16 @@ def folder_for(cache_dir: Path, tokenizer_folder: Path, budget: int = DEFAULT_BU
     return Path(cache_dir) / "datastores" / f"python-{_digest(tokenizer_folder)}-{budget}-v{FORMAT_VERSION}"
 
 
+def built_beside(model_folder: Path, budget: int = DEFAULT_BUDGET) -> Optional[Datastore]:
+    """The datastore built for this model's tokenizer in the model store it lives in
+    (`<cache>/models/<model>`), or None when none was built (`python -m demo.prepare --datastore`)."""
+    try:
+        folder = folder_for(Path(model_folder).parent.parent, Path(model_folder), budget)
+    except DemoError:
+        return None
+    return load(folder) if (folder / "datastore.json").is_file() else None
+
+
 def load(folder: Path) -> Datastore:
     meta = json.loads((folder / "datastore.json").read_text())
     arrays = {name: np.load(folder / f"{name}.npy", mmap_mode="r") for name in ("tokens", "keys", "order")}

@@ -79,6 +79,12 @@ class Gate:
         self.accepted[kind] = self.accepted.get(kind, 0.0) + accepted
         self.tried[kind] = self.tried.get(kind, 0.0) + accepted + (1 if accepted < verified else 0)
 
+    def carried(self, weight: float = 0.5) -> "Gate":
+        """A gate for the next answer: these costs, and what was learned of each kind at `weight`
+        (how often a kind of guess holds carries over; the answers themselves never do)."""
+        return Gate(list(self.costs), self.margin, {k: v * weight for k, v in self.accepted.items()},
+                    {k: v * weight for k, v in self.tried.items()})
+
     def timed(self, width: int, seconds: float) -> None:
         """A step over `width` new tokens took `seconds`: the cost the gate plans with follows it."""
         if 1 <= width <= len(self.costs) and seconds > 0:

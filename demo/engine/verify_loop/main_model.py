@@ -63,13 +63,13 @@ class StatefulMain:
     """prefill(prompt) -> last row's logits; verify(tokens) -> logits of every row;
     keep(n) -> of the rows just verified, only the first n count from now on."""
 
-    def __init__(self, folder: Path, properties: dict, core=None):
+    def __init__(self, folder: Path, properties: dict, device: str = "CPU", core=None):
         import openvino as ov
 
         core = core or ov.Core()
         model = with_row_selection(core.read_model(str(Path(folder) / "openvino_model.xml")))
         self.seq_axis = _sequence_axis(model)
-        self.compiled = core.compile_model(model, "CPU", properties)
+        self.compiled = core.compile_model(model, device, properties)
         self.request = self.compiled.create_infer_request()
         self.reset()
 

@@ -51,7 +51,9 @@ class NgramProposer:
                 continue
             chain = tuple(seq[end:end + k])
             if chain:
-                return Proposal(chain, PROMPT, f"{PROMPT}:{n}")
+                # Two kinds, so the gate learns fast: a match of 3+ tokens holds far more often
+                # (a copied line) than one of 1-2 (a common token that happened to recur).
+                return Proposal(chain, PROMPT, f"{PROMPT}:{'long' if n >= 3 else 'short'}")
         return None
 
     def observe(self, inputs, predictions) -> None:

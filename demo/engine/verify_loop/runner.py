@@ -15,6 +15,8 @@ from ...core.errors import DemoError
 from ...core.settings import GenerationSettings
 from ...core.streaming import SPECULATIVE, Chunk, IncrementalDetokenizer, RunResult
 from ..openvino_runner import check_fits, count_tokens, first_line, template
+from ...models.code_datastore import Datastore
+from .datastore import DatastoreProposer
 from .gate import Gate
 from .loop import Sampler, Step, VerifyLoop
 from .main_model import StatefulMain
@@ -25,31 +27,35 @@ from .recycled import RecycledProposer
 # cost more than one token on every CPU measured, and free guesses rarely hold that long.
 MAX_WIDTH = 8
 # Each width's cost is timed this many times at load; the gate then follows the real steps.
-COST_REPEATS = 3
+COST_REPEATS = 5
 COST_PREFIX_TOKENS = 100
 
 
-def default_proposers(datastore=None) -> list:
-    """The drafters, most specific first: the prompt and answer, the datastore, recycled."""
+def default_proposers(datastore: Optional[Datastore] = None) -> list:
+    """Fresh drafters for one answer: the prompt and answer, the datastore where one is built,
+    the main model's recycled predictions (the gate picks among their proposals every step)."""
     proposers: list = [NgramProposer()]
     if datastore is not None:
-        proposers.append(datastore)
+        proposers.append(DatastoreProposer(datastore))
     proposers.append(RecycledProposer())
     return proposers
 
 
 def time_widths(main: StatefulMain, widths: int = MAX_WIDTH, repeats: int = COST_REPEATS,
                 prefix: int = COST_PREFIX_TOKENS) -> list[float]:
-    """Median seconds of one verify over m = 1 … widths new tokens after a `prefix`-token prompt,
-    widths interleaved so a drifting machine shifts them all alike."""
+    """Median seconds of one verify over m = 1 … widths new tokens after a `prefix`-token prompt:
+    one untimed pass (each width's first infer builds its kernels), then `repeats` passes in
+    alternating order, so a drifting machine shifts all widths alike."""
     samples: list[list[float]] = [[] for _ in range(widths)]
     ids = [(7 * i) % 1000 + 10 for i in range(prefix)]
     main.prefill(ids)
-    for _ in range(repeats):
-        for m in range(1, widths + 1):
+    order = list(range(1, widths + 1))
+    for rnd in range(repeats + 1):
+        for m in (order if rnd % 2 else order[::-1]):
             t0 = time.perf_counter()
             main.verify(ids[:m])
-            samples[m - 1].append(time.perf_counter() - t0)
+            if rnd:
+                samples[m - 1].append(time.perf_counter() - t0)
             main.keep(0)
     main.reset()
     return [sorted(s)[len(s) // 2] for s in samples]
@@ -58,7 +64,7 @@ def time_widths(main: StatefulMain, widths: int = MAX_WIDTH, repeats: int = COST
 class OwnLoopRunner:
     """The speculative side of a race on the arena's own verify loop (free drafting)."""
 
-    def __init__(self, folder: Path, properties: dict, side: str = SPECULATIVE,
+    def __init__(self, folder: Path, properties: dict, side: str = SPECULATIVE, device: str = "CPU",
                  max_context: Optional[int] = None, datastore=None, costs: Optional[Sequence[float]] = None,
                  warmup: bool = True):
         import openvino_genai
@@ -66,10 +72,10 @@ class OwnLoopRunner:
         self.side = side
         self.folder = Path(folder)
         self.tokenizer = openvino_genai.Tokenizer(str(self.folder))
-        self.main = StatefulMain(self.folder, properties)
+        self.main = StatefulMain(self.folder, properties, device)
         self.max_context = max_context
         self.datastore = datastore
-        self.costs = list(costs) if costs else time_widths(self.main)
+        self.gate = Gate(list(costs) if costs else time_widths(self.main))
         self.eos_ids = _eos_ids(self.tokenizer, self.folder)
         self.last_steps: list[Step] = []
         self._lock = threading.Lock()
@@ -92,17 +98,21 @@ class OwnLoopRunner:
             on_start: Callable[[float], None] = lambda t: None, stop: Optional[threading.Event] = None) -> RunResult:
         ids = [int(t) for t in self.tokenizer.encode(self.template(prompt)).input_ids.data[0]]
         check_fits(self.side, len(ids), settings, self.max_context)
-        loop = VerifyLoop(self.main, default_proposers(self.datastore), Gate(list(self.costs)), self.eos_ids)
+        # K (the number of assistant tokens) is the most guesses one step may verify; the gate
+        # chooses how many, step by step, from 0 up to it.
+        widths = 1 + min(settings.assistant_tokens or MAX_WIDTH - 1, len(self.gate.costs) - 1)
+        gate = self.gate.carried()
+        gate.costs = gate.costs[:widths]
+        loop = VerifyLoop(self.main, default_proposers(self.datastore), gate, self.eos_ids)
         sampler = Sampler(settings.temperature if settings.sampling else None, settings.top_p, settings.seed)
         detok = IncrementalDetokenizer(self.tokenizer.decode)
         result = RunResult(self.side, start=0.0, end=0.0)
 
         def on_step(step: Step) -> bool:
-            shown = step.tokens if step.tokens[-1] not in self.eos_ids else step.tokens[:-1]
-            if not shown:
-                return True
-            accepted_text, last_text = detok.feed(shown)
-            chunk = Chunk(self.side, shown, accepted_text + last_text, accepted_text, step.t)
+            # The end token is streamed too (its text is empty), as OpenVINO GenAI's pipelines do,
+            # so both sides count the same tokens.
+            accepted_text, last_text = detok.feed(step.tokens)
+            chunk = Chunk(self.side, step.tokens, accepted_text + last_text, accepted_text, step.t)
             result.chunks.append(chunk)
             if not on_chunk(chunk) or (stop is not None and stop.is_set()):
                 result.cancelled = True
@@ -119,7 +129,9 @@ class OwnLoopRunner:
                 result.error = first_line(e)
                 return result
             finally:
-                self.costs = list(loop.gate.costs)  # the next run starts from what this one measured
+                # The next answer starts from the costs this one measured and what it learned.
+                self.gate = Gate(loop.gate.costs + self.gate.costs[widths:], loop.gate.margin,
+                                 loop.gate.accepted, loop.gate.tried)
             result.end = time.perf_counter()
         tail = detok.flush()
         if tail and result.chunks:
@@ -128,6 +140,11 @@ class OwnLoopRunner:
         self.last_steps = steps
         _own_counts(result, steps)
         return result
+
+    @property
+    def costs(self) -> list[float]:
+        """Seconds of one verify over 1, 2, … new tokens, as this runner last measured them."""
+        return list(self.gate.costs)
 
     def close(self) -> None:
         self.main.close()
