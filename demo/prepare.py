@@ -4,6 +4,7 @@
     python -m demo.prepare --preset NAME   # another one
     python -m demo.prepare --preset NAME --main-format f16 --draft-format int8
     python -m demo.prepare --list          # every preset, whether it is ready, which formats are
+    python -m demo.prepare --datastore     # also the datastore of Python sources free drafting reads
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Optional
 
 from .core.errors import run_command
+from .models.code_datastore import DEFAULT_BUDGET
 from .models.formats import AUTO, FORMATS
 from .models.prepare import prepare_preset
 from .models.presets import Preset, load_presets
@@ -87,7 +89,26 @@ def _run(args) -> int:
     print(f"  main : {pair.main}")
     if pair.draft:
         print(f"  draft: {pair.draft}")
+    if args.datastore:
+        _build_datastore(store, pair.main)
     return 0
+
+
+def _build_datastore(store: ModelStore, main: Path) -> None:
+    """The datastore for the main model's tokenizer, with a progress bar; says what it holds."""
+    import time
+
+    from .models import code_datastore
+
+    bar = _TqdmProgress()
+    started = time.perf_counter()
+    try:
+        ds = code_datastore.build(store.cache_dir, main, progress=bar, exclude=Path(__file__).resolve().parent.parent)
+    finally:
+        bar.close()
+    print(f"  datastore: {len(ds.tokens):,} tokens of {ds.files:,} Python files installed here, {ds.nbytes / 1e6:.0f} MB "
+          f"on disk and in the page cache when read ({time.perf_counter() - started:.0f} s)")
+    print(f"             {code_datastore.folder_for(store.cache_dir, main)}")
 
 
 def _formats_line(store: ModelStore, preset: Preset) -> str:

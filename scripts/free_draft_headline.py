@@ -71,7 +71,9 @@ GIVEN_CODE = {
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--preset", default="qwen2.5-coder-embedded")
-    ap.add_argument("--main-format", default="int4_channel", help="the main model's weights in the own loop")
+    ap.add_argument("--main-format", action="append", default=[], metavar="FORMAT",
+                    help="the main model's weights in the own loop (repeatable: one free-drafting engine each; "
+                         "default int4_channel, the fastest plain configuration's weights)")
     ap.add_argument("--plain", action="append", default=[], metavar="FORMAT@ATTENTION",
                     help="a plain OpenVINO GenAI configuration (repeatable; default: the own loop's format on SDPA)")
     ap.add_argument("--pair", action="append", default=[], metavar="MAIN/DRAFT@K",
@@ -87,7 +89,8 @@ def main() -> int:
 
 
 def _parse(args):
-    plains = [(f, a) for f, _, a in (p.partition("@") for p in args.plain or [f"{args.main_format}@SDPA"])]
+    args.main_format = args.main_format or ["int4_channel"]
+    plains = [(f, a) for f, _, a in (p.partition("@") for p in args.plain or [f"{args.main_format[0]}@SDPA"])]
     for f, a in plains:
         if a not in ("PA", "SDPA"):
             raise DemoError(f"--plain {f}@{a}: write FORMAT@PA or FORMAT@SDPA.")
@@ -105,21 +108,25 @@ def run(args) -> int:
     plains, pairs = _parse(args)
     preset = load_presets(None).get(args.preset)
     store = ModelStore(args.cache_dir)
-    mains = {args.main_format, *(f for f, _ in plains), *(m for m, _, _ in pairs)}
+    mains = {*args.main_format, *(f for f, _ in plains), *(m for m, _, _ in pairs)}
     folders = prepare_candidates(preset, store, sorted(mains), sorted({d for _, d, _ in pairs}))
     info = machine_info()
     print(f"CPU: {info.get('cpu_model')}; flags {' '.join(info.get('isa_flags', []))}", flush=True)
     options = PipelineOptions()
-    own_main = folders[("main", args.main_format)]
+    own_main = folders[("main", args.main_format[0])]
     datastore = None
-    if not args.no_datastore:
+    if not args.no_datastore:  # one tokenizer for every format of the preset's main model
         print("[the datastore: building or reading it]", flush=True)
         datastore = code_datastore.build(store.cache_dir, own_main, exclude=Path(__file__).resolve().parent.parent)
         print(f"[datastore: {len(datastore.tokens):,} tokens of {datastore.files} files, {datastore.nbytes / 1e6:.0f} MB]")
     runners, labels, ks = {}, {}, {}
-    runners[FREE] = OwnLoopRunner(own_main, properties_for("CPU", options), datastore=datastore)
-    labels[FREE] = (f"free drafting: the own verify loop on OpenVINO Runtime, main {args.main_format} "
-                    f"(stateful IR), drafters: prompt/answer n-grams{', datastore' if datastore else ''}, recycled")
+    frees = []
+    for f in args.main_format:
+        name = f"{FREE}_{f}"
+        runners[name] = OwnLoopRunner(folders[("main", f)], properties_for("CPU", options), datastore=datastore)
+        labels[name] = (f"free drafting: the own verify loop on OpenVINO Runtime, main {f} (stateful IR), drafters: "
+                        f"prompt/answer n-grams{', datastore' if datastore else ''}, recycled")
+        frees.append(name)
     plain_names = []
     for f, a in plains:
         name = f"plain_{f}_{a}"
@@ -132,7 +139,7 @@ def run(args) -> int:
         runners[name] = build_side(PairKey(str(folders[("main", m)]), str(folders[("draft", d)]), "draft", options),
                                    SPECULATIVE, lambda msg: None)
         labels[name], ks[name] = f"OpenVINO GenAI speculative: main {m} + draft {d}, K={k}", k
-    engines = [FREE, *plain_names, *ks]
+    engines = [*frees, *plain_names, *ks]
     with tempfile.TemporaryDirectory() as tmp:
         llama = None
         if not args.no_llamacpp:
@@ -145,9 +152,9 @@ def run(args) -> int:
 
         def run_engine(engine: str, text: str, tokens: int):
             if engine == LLAMA:
-                return llama.run(runners[FREE].template(text), tokens), None
+                return llama.run(runners[frees[0]].template(text), tokens), None
             settings = GenerationSettings(max_new_tokens=tokens, assistant_tokens=ks.get(engine, 7),
-                                          method=FREE if engine == FREE else "draft")
+                                          method=FREE if engine in frees else "draft")
             result = runners[engine].run(text, settings, lambda c: True)
             if result.error:
                 raise DemoError(f"{engine} failed: {result.error}")
@@ -163,14 +170,15 @@ def run(args) -> int:
                 times, results = {}, {}
                 for e in engines[shift:] + engines[:shift]:
                     times[e], results[e] = run_engine(e, text, args.max_new_tokens)
-                replay = _replay(runners[FREE], text, results[plain_names[0]], results[FREE], datastore)
+                replay = {e: _replay(runners[e], text, results[plain_names[0]], results[e], datastore) for e in frees}
                 samples.append({"round": r, "prompt": pid, "class": cls, "times": times, "replay": replay})
                 print(f"round {r + 1} {pid}: " + ", ".join(
                     f"{e} {decode_rate(t) or 0:.1f} tok/s ({len(t)})" for e, t in times.items())
-                    + f"; replay predicts {replay['predicted_ratio']:.2f}× plain "
-                      f"({replay['share_drafted']:.0%} of tokens from drafting steps, "
-                      f"{replay['tokens_per_drafting_step']:.2f} a drafting step)", flush=True)
-    _report(args, info, labels, engines, plain_names, samples)
+                    + "".join(f"; replay of {e} predicts {x['predicted_ratio']:.2f}× its own plain step "
+                              f"({x['share_drafted']:.0%} of tokens from drafting steps, "
+                              f"{x['tokens_per_drafting_step']:.2f} a drafting step)" for e, x in replay.items()),
+                    flush=True)
+    _report(args, info, labels, engines, frees, plain_names, samples)
     return 0
 
 
@@ -182,22 +190,30 @@ def _replay(own: OwnLoopRunner, text: str, plain_result, free_result, datastore)
     steps = own.last_steps[1:]
     infer = sum(s.infer_s for s in steps)
     loop_s = max(0.0, ((free_result.end - steps[0].t + steps[0].infer_s) - infer) / len(steps)) if steps else 0.0
-    prediction = predict(ids, answer, default_proposers(datastore), own.costs, loop_s, loop_s, min(own.eos_ids))
-    return {**prediction.as_dict(), "loop_ms_per_step": 1000 * loop_s, "costs_ms": [1000 * c for c in own.costs]}
+    prediction = predict(ids, answer, default_proposers(datastore), own.gate, loop_s, loop_s, min(own.eos_ids))
+    return {**prediction.as_dict(), "loop_ms_per_step": 1000 * loop_s, "costs_ms": [1000 * c for c in own.costs],
+            "switch_ms": 1000 * own.gate.switch_s, "widths": [s.width for s in steps]}
 
 
-def _report(args, info, labels, engines, plain_names, samples) -> None:
+def _best_plain(sample: dict, plain_names: list) -> dict:
+    """The sample with one more engine, "fastest_plain": its fastest plain configuration."""
+    best = max(plain_names, key=lambda e: decode_rate(sample["times"][e]) or 0)
+    return {**sample, "times": {**sample["times"], "fastest_plain": sample["times"][best]}}
+
+
+def _report(args, info, labels, engines, frees, plain_names, samples) -> None:
     comparisons = {}
     for cls in ("new", "given", None):
         chosen = [s for s in samples if cls is None or s["class"] == cls]
         tag = cls or "mix"
-        comparisons[f"free_vs_fastest_plain_{tag}"] = against_fastest(chosen, FREE, plain_names)
+        for free in frees:
+            comparisons[f"{free}_vs_fastest_plain_{tag}"] = against_fastest(chosen, free, plain_names)
+            if LLAMA in engines:
+                comparisons[f"{free}_vs_llama_cpp_{tag}"] = paired(chosen, free, LLAMA)
+            comparisons[f"{free}_replay_predicted_{tag}"] = [{"ratio": s["replay"][free]["predicted_ratio"]} for s in chosen]
         if LLAMA in engines:
-            comparisons[f"free_vs_llama_cpp_{tag}"] = paired(chosen, FREE, LLAMA)
-            comparisons[f"fastest_plain_vs_llama_cpp_{tag}"] = against_fastest(
-                [{**s, "times": {**s["times"], "best": s["times"][max(plain_names, key=lambda e: decode_rate(s["times"][e]) or 0)]}}
-                 for s in chosen], "best", [LLAMA]) if plain_names else []
-        comparisons[f"replay_predicted_{tag}"] = [{"ratio": s["replay"]["predicted_ratio"]} for s in chosen]
+            comparisons[f"fastest_plain_vs_llama_cpp_{tag}"] = paired(
+                [_best_plain(s, plain_names) for s in chosen], "fastest_plain", LLAMA)
     summary = {name: spread([x["ratio"] for x in rows]) for name, rows in comparisons.items() if rows}
     summary["rates"] = {e: spread([r for s in samples if (r := decode_rate(s["times"][e]))]) for e in engines}
     for e, s in summary["rates"].items():
@@ -205,9 +221,10 @@ def _report(args, info, labels, engines, plain_names, samples) -> None:
     for name, s in summary.items():
         if name != "rates":
             print(f"{name}: {s['median']:.2f}× (range {s['min']:.2f}–{s['max']:.2f}, {s['n']} pairs)")
-    per_prompt = [f"{s['prompt']} r{s['round'] + 1}: measured {x['ratio']:.2f}×, replay {s['replay']['predicted_ratio']:.2f}×"
-                  for s, x in zip(samples, comparisons["free_vs_fastest_plain_mix"])]
-    print("per prompt, free drafting ÷ the fastest plain: " + "; ".join(per_prompt))
+    for free in frees:
+        per_prompt = [f"{s['prompt']} r{s['round'] + 1}: measured {x['ratio']:.2f}×, replay {s['replay'][free]['predicted_ratio']:.2f}×"
+                      for s, x in zip(samples, comparisons[f"{free}_vs_fastest_plain_mix"])]
+        print(f"per prompt, {free} ÷ the fastest plain: " + "; ".join(per_prompt))
     if args.json:
         args.json.write_text(json.dumps({"machine": info, "labels": labels, "engines": engines, "rounds": args.rounds,
                                          "max_new_tokens": args.max_new_tokens, "prompts": {**NEW_CODE, **GIVEN_CODE},

@@ -1,8 +1,9 @@
 """The deciding measurement for the own verify loop (issue 56): on the main model's stateful
 IR, driven as the loop drives it, the cost of one infer over m = 1 … 8 new tokens after a
-realistic prefix, per weight format, interleaved (round by round, format by format, every
-width in turn, so a drifting machine shifts all alike); and the loop's own cost a step (the
-proposers, the gate, accepting, masking), from real generations with the drafters on.
+realistic prefix, steady (m after m) and after a change of m, per weight format, interleaved
+(round by round, format by format, the widths in alternating order, so a drifting machine
+shifts all alike); and the loop's own cost a step (the proposers, the gate, accepting, masking),
+from real generations with the drafters on.
 
     python scripts/verify_cost.py [--formats int4_channel,int4_sym] [--prefix 300] [--rounds 5]
                                   [--json bench-results/verify-cost-<cpu>-<date>.json]
@@ -30,7 +31,7 @@ from demo.core.errors import run_command  # noqa: E402
 from demo.core.machine import machine_info  # noqa: E402
 from demo.engine.stateful import cpu_config  # noqa: E402
 from demo.engine.verify_loop.gate import Gate  # noqa: E402
-from demo.engine.verify_loop.runner import MAX_WIDTH, OwnLoopRunner  # noqa: E402
+from demo.engine.verify_loop.runner import MAX_WIDTH, OwnLoopRunner, time_widths  # noqa: E402
 from demo.core.settings import GenerationSettings  # noqa: E402
 from demo.models.presets import load_presets  # noqa: E402
 from demo.models.sources import ModelStore  # noqa: E402
@@ -56,33 +57,24 @@ def main() -> int:
         print(f"CPU: {info.get('cpu_model')}; flags {' '.join(info.get('isa_flags', []))}", flush=True)
         runners = {f: OwnLoopRunner(folders[("main", f)], cpu_config(None, args.precision), costs=[1.0] * MAX_WIDTH,
                                     warmup=False) for f in formats}
-        ids = [int(t) for t in np.random.default_rng(0).integers(100, 20000, args.prefix)]
-        samples = {f: [[] for _ in range(MAX_WIDTH)] for f in formats}
-        for f, r in runners.items():  # untimed: the first infer of each width compiles its kernels
-            r.main.prefill(ids)
-            for m in range(1, MAX_WIDTH + 1):
-                r.main.verify(ids[:m])
-                r.main.keep(0)
+        # Each round times every format in turn (the order rotating): a steady infer of m tokens
+        # after m (the median of 4), and the first after a change of m (the switch), m = 1 … 8.
+        rounds = {f: [] for f in formats}
         for rnd in range(args.rounds):
-            order = formats[rnd % len(formats):] + formats[:rnd % len(formats)]
-            for f in order:
-                main = runners[f].main
-                main.prefill(ids)
-                widths = list(range(1, MAX_WIDTH + 1))
-                for m in widths if rnd % 2 == 0 else widths[::-1]:
-                    t0 = time.perf_counter()
-                    main.verify(ids[:m])
-                    samples[f][m - 1].append(time.perf_counter() - t0)
-                    main.keep(0)
-        curves = {}
+            for f in formats[rnd % len(formats):] + formats[:rnd % len(formats)]:
+                rounds[f].append(time_widths(runners[f].main, prefix=args.prefix))
+        curves, switches = {}, {}
         for f in formats:
-            med = [float(np.median(s)) for s in samples[f]]
-            curves[f] = {"cost_ms": [1000 * c for c in med], "ratio": [c / med[0] for c in med]}
-            print(f"{f:>13}: one token {med[0] * 1000:.1f} ms; m tokens ÷ one token: "
-                  + " ".join(f"{m}:{c / med[0]:.2f}" for m, c in enumerate(med, 1)), flush=True)
+            med = [float(np.median([g.costs[m] for g in rounds[f]])) for m in range(MAX_WIDTH)]
+            switches[f] = float(np.median([g.switch_s for g in rounds[f]]))
+            curves[f] = {"cost_ms": [1000 * c for c in med], "ratio": [c / med[0] for c in med],
+                         "switch_ms": 1000 * switches[f], "rounds_ms": [[1000 * c for c in g.costs] for g in rounds[f]]}
+            print(f"{f:>13}: one token {med[0] * 1000:.1f} ms; m tokens ÷ one token (steady): "
+                  + " ".join(f"{m}:{c / med[0]:.2f}" for m, c in enumerate(med, 1))
+                  + f"; a change of m adds {switches[f] * 1000:.1f} ms", flush=True)
         overhead = {}
         for f, r in runners.items():
-            r.gate = Gate([c / 1000 for c in curves[f]["cost_ms"]])
+            r.gate = Gate([c / 1000 for c in curves[f]["cost_ms"]], switches[f])
             rows = []
             for p in select(["code", "summarize"]):
                 result = r.run(p.text, GenerationSettings(max_new_tokens=128), lambda c: True)
@@ -98,7 +90,7 @@ def main() -> int:
         if args.json:
             args.json.write_text(json.dumps({"machine": info, "preset": preset.name, "prefix": args.prefix,
                                              "rounds": args.rounds, "precision": args.precision, "curves": curves,
-                                             "samples_s": samples, "loop_overhead": overhead}, indent=1))
+                                             "loop_overhead": overhead}, indent=1))
             print(f"wrote {args.json}")
         return 0
 

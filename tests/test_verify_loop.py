@@ -247,12 +247,62 @@ def test_the_replay_takes_the_steps_the_real_loop_takes(exact_runner, genai_gree
     prompt = COPY_PROMPT
     ids = exact_runner.tokenizer.encode(exact_runner.template(prompt)).input_ids.data[0].tolist()
     answer = exact_runner.tokenizer.encode(genai_greedy[prompt], add_special_tokens=False).input_ids.data[0].tolist()
-    costs = [0.040, 0.042, 0.044, 0.046, 0.050, 0.054, 0.058, 0.062]
-    loop = VerifyLoop(exact_runner.main, default_proposers(), Gate(list(costs)), exact_runner.eos_ids,
+    gate = Gate([0.040, 0.042, 0.044, 0.046, 0.050, 0.054, 0.058, 0.062], switch_s=0.004)
+    loop = VerifyLoop(exact_runner.main, default_proposers(), gate.carried(1.0), exact_runner.eos_ids,
                       follow_costs=False)
     real = loop.generate(ids, len(answer), Sampler(), lambda s: True)[1:]
     eos = min(exact_runner.eos_ids)
-    replay = predict(ids, answer, default_proposers(), costs, 0.0, 0.0, eos)
+    replay = predict(ids, answer, default_proposers(), gate, 0.0, 0.0, eos)
     assert replay.steps == len(real)
-    assert replay.drafting_steps == sum(1 for s in real if s.proposed) > 0
-    assert replay.tokens_from_drafting == sum(len(s.tokens) for s in real if s.proposed)
+    assert replay.drafting_steps == sum(1 for s in real if s.source) > 0
+    assert replay.tokens_from_drafting == sum(len(s.tokens) for s in real if s.source)
+    # The predicted time, by hand from the real steps: each width's cost, a switch where it changed.
+    widths = [1] + [s.width for s in real]
+    by_hand = sum(gate.costs[w - 1] + (0.004 if w != b else 0) for b, w in zip(widths, widths[1:]))
+    assert replay.predicted_s == pytest.approx(by_hand)
+
+
+def test_the_gate_holds_a_width_while_a_change_would_cost_more_than_it_buys():
+    # Width 2 steady costs 10 % more than 1; a change costs 6 ms. At p = 0.2 leaving width 1 for
+    # 2 gives 1.2 / (0.044 + 0.006) < 1 / 0.040: stay. Once at 2, going back to 1 costs the
+    # switch too: 1 / 0.046 < 1.2 / 0.044: stay at 2.
+    g = Gate([0.040, 0.044], switch_s=0.006)
+    g.accepted["k"], g.tried["k"] = 20.0 - 1, 100.0 - 2   # p = 0.2
+    assert g.decide("k", 1).width == 1
+    g.width = 2
+    d = g.decide("k", 1)
+    assert d.width == 2 and d.guesses == 1
+    # Without a proposal the step keeps its width, padded, rather than pay the switch.
+    assert g.decide(None, 0).width == 2 and g.decide(None, 0).guesses == 0
+    g0 = Gate([0.040, 0.044], switch_s=0.0, width=2)
+    assert g0.decide(None, 0).width == 1
+
+
+def test_the_gate_learns_the_switch_cost_from_steps_that_changed_width():
+    g = Gate([0.040, 0.044], switch_s=0.0)
+    g.timed(2, 0.054)           # after width 1: 10 ms over width 2's steady cost
+    assert g.switch_s == pytest.approx(0.001)
+    assert g.costs == [0.040, 0.044]
+    g.width = 2
+    g.timed(2, 0.054)           # steady at 2: the cost follows, the switch does not
+    assert g.costs[1] == pytest.approx(0.045) and g.switch_s == pytest.approx(0.001)
+
+
+def test_a_race_with_free_drafting_runs_through_the_arena(smollm2_ir):
+    """The page's path: a fair race of free drafting, its summary naming where guesses came from."""
+    import threading
+
+    from demo.core.streaming import BASELINE, SPECULATIVE, DoneEvent
+    from demo.engine.arena import Arena, RaceRequest
+
+    arena = Arena.create(None, None)
+    request = RaceRequest(prompt=COPY_PROMPT, preset="smollm2-self-draft", mode="fair",
+                          settings=GenerationSettings(max_new_tokens=48, method="free_draft", assistant_tokens=4))
+    results = {e.side: e.result for e in arena.run(request, threading.Event()) if isinstance(e, DoneEvent)}
+    assert results[BASELINE].error is None and results[SPECULATIVE].error is None
+    spec = results[SPECULATIVE]
+    kept = sum(v[2] for v in spec.guess_sources.values())   # guesses a drafter made that held
+    assert 0 < kept <= spec.ov_accepted_tokens               # accepted also counts held padding
+    summary = arena.summarize(results, request)
+    assert "own loop" in summary.how and "not an OpenVINO GenAI pipeline" in summary.how
+    assert summary.sources.startswith("guesses from") and summary.why is None

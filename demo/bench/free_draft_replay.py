@@ -78,15 +78,19 @@ class Prediction:
                 "predicted_ratio": self.ratio, "sources": self.sources}
 
 
-def predict(prompt_ids: Sequence[int], answer: Sequence[int], proposers, costs: Sequence[float],
+def predict(prompt_ids: Sequence[int], answer: Sequence[int], proposers, gate: Gate,
             loop_s: float, plain_loop_s: float, eos: int) -> Prediction:
     """Replay `answer` (the main model's greedy tokens after `prompt_ids`, its first token
-    included) through the loop; `costs[m-1]`: one verify of m tokens; `loop_s`: the loop's own
-    cost a step; `plain_loop_s`: a plain pipeline's own cost a token."""
+    included) through the loop with a copy of `gate` (its costs: one steady verify of m tokens,
+    and a change of m); `loop_s`: the loop's own cost a step; `plain_loop_s`: a plain
+    pipeline's own cost a token."""
+    gate = gate.carried(1.0)
+    costs, switch = list(gate.costs), gate.switch_s
     main = ReplayMain(len(prompt_ids), answer, eos)
-    loop = VerifyLoop(main, proposers, Gate(list(costs)), [eos], follow_costs=False)
+    loop = VerifyLoop(main, proposers, gate, [eos], follow_costs=False)
     steps = loop.generate(prompt_ids, len(answer), Sampler(), lambda step: True)[1:]
-    drafting = [s for s in steps if s.proposed]
+    widths = [1] + [s.width for s in steps]
+    drafting = [s for s in steps if s.source is not None]
     sources: dict = {}
     for s in drafting:
         sources[s.source] = sources.get(s.source, 0) + 1
@@ -94,5 +98,6 @@ def predict(prompt_ids: Sequence[int], answer: Sequence[int], proposers, costs: 
     return Prediction(
         tokens=tokens, steps=len(steps), drafting_steps=len(drafting),
         tokens_from_drafting=sum(len(s.tokens) for s in drafting),
-        predicted_s=sum(costs[len(s.proposed)] + loop_s for s in steps),
+        predicted_s=sum(costs[w - 1] + (switch if w != before else 0.0) + loop_s
+                        for before, w in zip(widths, widths[1:])),
         plain_s=tokens * (costs[0] + plain_loop_s), sources=sources)

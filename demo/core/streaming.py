@@ -64,6 +64,9 @@ class RunResult:
     ov_step_tokens: Optional[list[int]] = None
     ov_main_step_ms: Optional[list[float]] = None
     ov_step_ms: Optional[list[float]] = None
+    # The own verify loop's guesses by drafter (demo.engine.verify_loop): source -> [steps that
+    # verified its guesses, guesses verified, guesses kept]; None for OpenVINO GenAI's pipelines.
+    guess_sources: Optional[dict] = None
     # Where this side ran when it is not this process (demo.serve: "host (node 1a2b3c4d), 1 thread").
     ran_on: Optional[str] = None
     # How a replica that batches requests ran this one (demo.engine.batched_runner.served_note).

@@ -17,7 +17,7 @@ from ..core import placement
 from ..core.errors import DemoError
 from ..core.explain import explain
 from ..core.metrics import compare
-from ..core.settings import PipelineOptions, cpu_cores, uses_draft_model
+from ..core.settings import FREE_DRAFT, PipelineOptions, cpu_cores, uses_draft_model
 from ..core.streaming import BASELINE, SPECULATIVE, ChunkEvent, DoneEvent, StartEvent, StatusEvent
 from ..models import load_store
 from ..models.calibration_store import calibrated_baseline_attention, calibrated_precision, load_cached
@@ -346,8 +346,11 @@ class Arena:
         return Summary.of(comparison, how=self._how(request),
                           weights=weights_note(pair, mode) if pair is not None and pair.baseline is not None else None,
                           errors={side: r.error for side, r in results.items() if r.error},
-                          why=lambda c: explain(base, spec, c.speedup, request.settings.assistant_tokens,
-                                                self.calibration_for(request), request.settings.method))
+                          guess_sources=getattr(spec, "guess_sources", None),
+                          # "Why this speedup?" reads OpenVINO GenAI's own timers, which the own loop has not
+                          why=None if request.settings.method == FREE_DRAFT else
+                          lambda c: explain(base, spec, c.speedup, request.settings.assistant_tokens,
+                                            self.calibration_for(request), request.settings.method))
 
     def _how(self, request: RaceRequest) -> str:
         """How the race was run, in words, with the threads really used."""

@@ -396,7 +396,7 @@ def _own_loop(key: PairKey, status: Callable[[str], None], warmup: bool = True):
     o = key.options
     check_device(o.main_device, "main")
     status("loading the speculative side (the main model in the own verify loop)")
-    main = Path(key.main)
+    main = Path(key.main_of(BASELINE))  # the baseline's own weights: both sides' outputs agree
     try:
         return OwnLoopRunner(main, placement.properties_for(o.main_device, o), device=o.main_device,
                              max_context=max_context(main), datastore=code_datastore.built_beside(main), warmup=warmup)

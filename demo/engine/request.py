@@ -46,14 +46,32 @@ class Summary:
     weights: Optional[str] = None      # one line when the two sides read different main weights
     ov_accepted: Optional[int] = None  # the counts behind acceptance_rate
     ov_drafted: Optional[int] = None
+    counted_by: str = "OpenVINO's count, which leaves out the last step"  # whose counts those are
+    sources: Optional[str] = None      # the own loop's guesses by drafter, in words
 
     @classmethod
     def of(cls, c: Comparison, how: str, errors: dict,
-           why: Optional[Callable[[Comparison], Explanation]] = None, weights: Optional[str] = None) -> "Summary":
-        """The page's summary of a comparison (metrics.compare); `why` only for a race that finished."""
+           why: Optional[Callable[[Comparison], Explanation]] = None, weights: Optional[str] = None,
+           guess_sources: Optional[dict] = None) -> "Summary":
+        """The page's summary of a comparison (metrics.compare); `why` only for a race that finished;
+        `guess_sources` (RunResult.guess_sources) when the own verify loop ran the speculative side."""
+        own = guess_sources is not None
         return cls(baseline=c.baseline, speculative=c.speculative, speedup=c.speedup, acceptance_rate=c.acceptance_rate,
                    verdict=c.verdict, how=how, errors=errors, why=None if c.failed or why is None else why(c),
-                   weights=weights, ov_accepted=c.ov_accepted, ov_drafted=c.ov_drafted)
+                   weights=weights, ov_accepted=c.ov_accepted, ov_drafted=c.ov_drafted,
+                   counted_by="the own loop's count, padding guesses included" if own else cls.counted_by,
+                   sources=sources_words(guess_sources) if own else None)
+
+
+def sources_words(sources: dict) -> str:
+    """'guesses from: the prompt and answer 12 steps (18 of 25 kept), …' (RunResult.guess_sources)."""
+    names = {"prompt": "the prompt and answer", "datastore": "the datastore of code",
+             "recycled": "the main model's earlier predictions"}
+    if not sources:
+        return "no step drafted: on this answer the gate found no guess that would pay on this machine"
+    parts = [f"{names.get(src, src)} {steps} step{'s' if steps != 1 else ''} ({kept} of {verified} kept)"
+             for src, (steps, verified, kept) in sorted(sources.items(), key=lambda kv: -kv[1][0])]
+    return "guesses from " + ", ".join(parts)
 
 
 def threads_for(request: RaceRequest) -> Optional[int]:

@@ -78,15 +78,19 @@ def window_keys(tokens: np.ndarray) -> np.ndarray:
 
 def source_files(exclude: Optional[Path] = None) -> Iterator[Path]:
     """The standard library's .py files, then the installed packages', each in sorted order;
-    never anything under `exclude` (the arena's own checkout)."""
+    never the arena's own code under `exclude` (its checkout), though a virtual environment
+    inside that checkout is read like any other."""
     paths = sysconfig.get_paths()
     stdlib = Path(paths["stdlib"]).resolve()
-    packages = {Path(paths["purelib"]).resolve(), Path(paths["platlib"]).resolve()}
-    for root in [stdlib, *sorted(packages)]:
+    packages = sorted({Path(paths["purelib"]).resolve(), Path(paths["platlib"]).resolve()})
+    own = exclude.resolve() if exclude is not None else None
+    environment = Path(sys.prefix).resolve()
+    for root in [stdlib, *packages]:
         for path in sorted(root.rglob("*.py")):
-            if root == stdlib and any(s in path.parents for s in packages | {stdlib / "site-packages"}):
-                continue
-            if exclude is not None and exclude.resolve() in path.resolve().parents:
+            parents = path.parents
+            if root == stdlib and any(p in parents for p in [*packages, stdlib / "site-packages"]):
+                continue  # the base interpreter's own packages: not what this environment runs
+            if own is not None and own in parents and environment not in parents:
                 continue
             yield path
 

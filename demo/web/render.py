@@ -98,8 +98,10 @@ def summary_html(summary) -> str:
     if summary.acceptance_rate is not None:
         counts = (f"{summary.ov_accepted} of {summary.ov_drafted} guesses; "
                   if summary.ov_accepted is not None and summary.ov_drafted is not None else "")
-        rows.append(f"acceptance rate {summary.acceptance_rate * 100:.0f}% ({counts}OpenVINO's count, "
-                    "which leaves out the last step)")
+        counted_by = getattr(summary, "counted_by", "OpenVINO's count, which leaves out the last step")
+        rows.append(f"acceptance rate {summary.acceptance_rate * 100:.0f}% ({counts}{esc(counted_by)})")
+    if getattr(summary, "sources", None):
+        rows.append(f'<span class="sources">{esc(summary.sources)}</span>')
     rows.append(f'<span class="how">tok/s: {esc(DEFINITIONS["tok/s"])}; TTFT: {esc(DEFINITIONS["TTFT"])}.</span>')
     rows.append(f"outputs: {esc(summary.verdict)}")
     for side, err in summary.errors.items():

@@ -24,16 +24,21 @@ from .interfaces import Proposer
 class Step:
     """One main-model step of the loop: what it kept and where the guesses came from."""
 
-    tokens: tuple[int, ...]   # the accepted guesses, then the main model's own token
-    proposed: tuple[int, ...]  # the guesses it verified (empty for a plain step)
-    source: Optional[str]      # which drafter proposed them
+    tokens: tuple[int, ...]    # the accepted guesses, then the main model's own token
+    proposed: tuple[int, ...]  # the guesses it verified: the proposal's, then any padding
+    source: Optional[str]      # which drafter proposed them (None: a plain or padded step)
     kind: Optional[str]
     infer_s: float             # the main model's infer for this step
     t: float                   # perf_counter when the step's tokens were known
+    padded: int = 0            # guesses that only pad the step to the width the gate holds
 
     @property
     def accepted(self) -> int:
         return len(self.tokens) - 1
+
+    @property
+    def width(self) -> int:
+        return 1 + len(self.proposed)
 
 
 @dataclass
@@ -121,30 +126,42 @@ class VerifyLoop:
             return steps
         last = first[-1]
         while produced < max_new_tokens:
-            room = max_new_tokens - produced - 1  # guesses beyond this could not be kept anyway
-            proposals = [p.propose(min(room, self.gate.max_guesses)) for p in self.proposers] if room > 0 else []
-            proposal, decision = best_proposal(self.gate, proposals)
-            guesses = proposal.tokens[:decision.guesses] if proposal is not None else ()
-            t0 = time.perf_counter()
-            rows = self.main.verify((last, *guesses))
-            kept = accept(rows, guesses, sampler)
-            self.main.keep(len(kept))  # the step's input rows whose guesses held: last + accepted
-            infer_s = time.perf_counter() - t0
-            if self.follow_costs:
-                self.gate.timed(1 + len(guesses), infer_s)
-            if proposal is not None:
-                self.gate.learn(proposal.kind, len(guesses), len(kept) - 1)
-            self._observe((last, *guesses), rows, sampler)
-            kept = self._until_eos(kept)
-            step = Step(kept, tuple(guesses), proposal.source if proposal else None,
-                        proposal.kind if proposal else None, infer_s, time.perf_counter())
+            step = self._step(last, max_new_tokens - produced - 1, sampler)
             steps.append(step)
-            self._kept(kept)
-            produced += len(kept)
-            if not on_step(step) or kept[-1] in self.eos:
+            self._kept(step.tokens)
+            produced += len(step.tokens)
+            if not on_step(step) or step.tokens[-1] in self.eos:
                 break
-            last = kept[-1]
+            last = step.tokens[-1]
         return steps
+
+    def _step(self, last: int, room: int, sampler: Sampler) -> Step:
+        """One verify: the gate's width, filled with the best proposal's guesses and padded with
+        the last token (a guess that rarely holds, but keeps the width: changing it costs more)."""
+        gate = self.gate
+        if room > 0:
+            proposals = [p.propose(min(room, gate.max_guesses)) for p in self.proposers]
+            proposal, decision = best_proposal(gate, proposals)
+        else:  # the answer's last token: a guess could not be kept
+            proposal, decision = None, gate.decide(None, 0)
+        width = min(decision.width, room + 1)
+        guesses = proposal.tokens[:min(decision.guesses, width - 1)] if proposal is not None else ()
+        padded = width - 1 - len(guesses)
+        fed = (last, *guesses, *([last] * padded))
+        t0 = time.perf_counter()
+        rows = self.main.verify(fed)
+        kept = accept(rows, fed[1:], sampler)
+        self.main.keep(len(kept))  # the step's input rows whose guesses held: last + accepted
+        infer_s = time.perf_counter() - t0
+        if self.follow_costs:
+            gate.timed(width, infer_s)
+        gate.width = width
+        if proposal is not None and guesses:
+            gate.learn(proposal.kind, len(guesses), min(len(kept) - 1, len(guesses)))
+        self._observe(fed, rows, sampler)
+        kept = self._until_eos(kept)
+        return Step(kept, fed[1:], proposal.source if guesses else None, proposal.kind if guesses else None,
+                    infer_s, time.perf_counter(), padded)
 
     def _kept(self, tokens: Sequence[int]) -> None:
         for p in self.proposers:

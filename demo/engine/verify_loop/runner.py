@@ -26,8 +26,9 @@ from .recycled import RecycledProposer
 # The widest verify the gate may choose: the last token and up to 7 guesses. Wider verifies
 # cost more than one token on every CPU measured, and free guesses rarely hold that long.
 MAX_WIDTH = 8
-# Each width's cost is timed this many times at load; the gate then follows the real steps.
-COST_REPEATS = 5
+# Each width's steady cost is timed this many times at load (after one infer that changes the
+# width, timed as the switch); the gate then follows the real steps.
+COST_REPEATS = 3
 COST_PREFIX_TOKENS = 100
 
 
@@ -42,23 +43,29 @@ def default_proposers(datastore: Optional[Datastore] = None) -> list:
 
 
 def time_widths(main: StatefulMain, widths: int = MAX_WIDTH, repeats: int = COST_REPEATS,
-                prefix: int = COST_PREFIX_TOKENS) -> list[float]:
-    """Median seconds of one verify over m = 1 … widths new tokens after a `prefix`-token prompt:
-    one untimed pass (each width's first infer builds its kernels), then `repeats` passes in
-    alternating order, so a drifting machine shifts all widths alike."""
-    samples: list[list[float]] = [[] for _ in range(widths)]
+                prefix: int = COST_PREFIX_TOKENS) -> Gate:
+    """A gate with this machine's costs: the median seconds of a steady infer over m = 1 … widths
+    new tokens after a `prefix`-token prompt (m after m), and what a change of m adds (the first
+    infer after a change, over the steady one). An untimed pass first builds every width's
+    kernels; the widths then run in alternating order, so a drifting machine shifts all alike."""
+    steady: list[list[float]] = [[] for _ in range(widths)]
+    first: list[list[float]] = [[] for _ in range(widths)]
     ids = [(7 * i) % 1000 + 10 for i in range(prefix)]
     main.prefill(ids)
     order = list(range(1, widths + 1))
-    for rnd in range(repeats + 1):
+    for rnd in range(3):  # an untimed pass, then two timed ones in opposite orders
         for m in (order if rnd % 2 else order[::-1]):
-            t0 = time.perf_counter()
-            main.verify(ids[:m])
-            if rnd:
-                samples[m - 1].append(time.perf_counter() - t0)
-            main.keep(0)
+            for i in range(repeats + 1):
+                t0 = time.perf_counter()
+                main.verify(ids[:m])
+                seconds = time.perf_counter() - t0
+                main.keep(0)
+                if rnd:
+                    (first if i == 0 else steady)[m - 1].append(seconds)
     main.reset()
-    return [sorted(s)[len(s) // 2] for s in samples]
+    costs = [sorted(s)[len(s) // 2] for s in steady]
+    switch = sorted(f[0] - c for f, c in zip(first, costs))[widths // 2]
+    return Gate(costs, max(0.0, switch))
 
 
 class OwnLoopRunner:
@@ -66,6 +73,7 @@ class OwnLoopRunner:
 
     def __init__(self, folder: Path, properties: dict, side: str = SPECULATIVE, device: str = "CPU",
                  max_context: Optional[int] = None, datastore=None, costs: Optional[Sequence[float]] = None,
+                 switch_s: float = 0.0,
                  warmup: bool = True):
         import openvino_genai
 
@@ -75,7 +83,7 @@ class OwnLoopRunner:
         self.main = StatefulMain(self.folder, properties, device)
         self.max_context = max_context
         self.datastore = datastore
-        self.gate = Gate(list(costs) if costs else time_widths(self.main))
+        self.gate = Gate(list(costs), switch_s) if costs else time_widths(self.main)
         self.eos_ids = _eos_ids(self.tokenizer, self.folder)
         self.last_steps: list[Step] = []
         self._lock = threading.Lock()
@@ -130,7 +138,7 @@ class OwnLoopRunner:
                 return result
             finally:
                 # The next answer starts from the costs this one measured and what it learned.
-                self.gate = Gate(loop.gate.costs + self.gate.costs[widths:], loop.gate.margin,
+                self.gate = Gate(loop.gate.costs + self.gate.costs[widths:], loop.gate.switch_s, loop.gate.margin,
                                  loop.gate.accepted, loop.gate.tried)
             result.end = time.perf_counter()
         tail = detok.flush()
@@ -152,7 +160,8 @@ class OwnLoopRunner:
 
 def _own_counts(result: RunResult, steps: Sequence[Step]) -> None:
     """The counts OpenVINO's pipelines report, from the loop's own steps (generated tokens
-    include an end token, as GenAI counts them)."""
+    include an end token, as GenAI counts them), and its guesses by drafter. Guesses that only
+    pad a step to the width the gate holds count as drafted (the main model checked them)."""
     result.ov_generated_tokens = sum(len(s.tokens) for s in steps)
     result.ov_accepted_tokens = sum(s.accepted for s in steps[1:])
     result.ov_draft_tokens = sum(len(s.proposed) for s in steps)
@@ -161,6 +170,15 @@ def _own_counts(result: RunResult, steps: Sequence[Step]) -> None:
     result.ov_step_tokens = [len(s.tokens) for s in steps]
     result.ov_main_step_ms = [1000 * s.infer_s for s in steps]
     result.ov_step_ms = result.ov_main_step_ms
+    sources: dict = {}
+    for s in steps:
+        if s.source is not None:
+            row = sources.setdefault(s.source, [0, 0, 0])
+            verified = len(s.proposed) - s.padded
+            row[0] += 1
+            row[1] += verified
+            row[2] += min(s.accepted, verified)
+    result.guess_sources = sources
 
 
 def _eos_ids(tokenizer, folder: Path) -> set[int]:
