@@ -57,6 +57,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     choices = [*FORMATS, AUTO]
     ap.add_argument("--main-format", choices=choices, help="weight format of the main model (default: the preset's)")
     ap.add_argument("--draft-format", choices=choices, help="weight format of the draft model (default: the preset's)")
+    ap.add_argument("--datastore", action="store_true",
+                    help="also build the datastore of this machine's Python sources that free drafting guesses from "
+                         f"(once per tokenizer; {DEFAULT_BUDGET:,} tokens, about {DEFAULT_BUDGET * 12 // 10**6} MB)")
     ap.add_argument("--models", type=Path, help="path to models.yaml (default: the repo's)")
     ap.add_argument("--cache-dir", type=Path, help="where prepared models live (default: $SPECDEC_CACHE_DIR or ~/.cache/speculative-arena)")
     args = ap.parse_args(argv)

@@ -309,3 +309,22 @@ def test_a_race_with_free_drafting_runs_through_the_arena(smollm2_ir):
     assert "own loop" in summary.how and "not an OpenVINO GenAI pipeline" in summary.how
     assert summary.why is None
     assert summary.sources.startswith("guesses from" if spec.guess_sources else "no step drafted")
+
+
+def datastore_of(tokens) -> code_datastore.Datastore:
+    t = np.asarray(tokens, dtype=np.uint32)
+    keys = code_datastore.window_keys(t)
+    order = np.argsort(keys, kind="stable").astype(np.uint32)
+    return code_datastore.Datastore(tokens=t, keys=keys[order], order=order, files=1)
+
+
+def test_datastore_proposer_takes_the_continuation_most_occurrences_share_and_says_how_sure():
+    store = datastore_of([1, 2, 3, 7, 9, 0, 1, 2, 3, 7, 9, 0, 1, 2, 3, 8, 5, 0, 4, 4, 6, 2, 6])
+    p = DatastoreProposer(store)
+    p.start([5, 1, 2, 3])
+    proposal = p.propose(2)
+    assert proposal.tokens == (7, 9) and proposal.kind == "datastore:agreed"   # 7 twice, 8 once
+    p.start([4, 4, 6])
+    assert p.propose(2).tokens == (2, 6) and p.propose(2).kind == "datastore:single"
+    p.start([9, 9, 9])
+    assert p.propose(2) is None

@@ -99,7 +99,7 @@ def summary_html(summary) -> str:
         counts = (f"{summary.ov_accepted} of {summary.ov_drafted} guesses; "
                   if summary.ov_accepted is not None and summary.ov_drafted is not None else "")
         counted_by = getattr(summary, "counted_by", "OpenVINO's count, which leaves out the last step")
-        rows.append(f"acceptance rate {summary.acceptance_rate * 100:.0f}% ({counts}{esc(counted_by)})")
+        rows.append(f"acceptance rate {summary.acceptance_rate * 100:.0f}% ({counts}{counted_by})")  # the code's words
     if getattr(summary, "sources", None):
         rows.append(f'<span class="sources">{esc(summary.sources)}</span>')
     rows.append(f'<span class="how">tok/s: {esc(DEFINITIONS["tok/s"])}; TTFT: {esc(DEFINITIONS["TTFT"])}.</span>')
