@@ -159,7 +159,7 @@ MUTATIONS = [
         "demo/models/code_datastore.py",
         "        return found[ok]",
         "        return found",
-        ("tests/test_verify_loop.py::test_datastore_positions_match_a_brute_force_search",),
+        ("tests/test_verify_loop.py::test_datastore_windows_whose_hashes_collide_are_not_matches",),
     ),
     Mutation(
         "free drafting: the datastore follows the rarest continuation",

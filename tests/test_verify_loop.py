@@ -328,3 +328,13 @@ def test_datastore_proposer_takes_the_continuation_most_occurrences_share_and_sa
     assert p.propose(2).tokens == (2, 6) and p.propose(2).kind == "datastore:single"
     p.start([9, 9, 9])
     assert p.propose(2) is None
+
+
+def test_datastore_windows_whose_hashes_collide_are_not_matches():
+    tokens = np.asarray([1, 2, 3, 9, 1, 2, 4, 9, 1, 2, 3, 7], dtype=np.uint32)
+    key = code_datastore.window_keys(np.asarray([1, 2, 3], dtype=np.uint32))[0]
+    n = len(tokens) - 2
+    # Every window given the same hash: a collision everywhere; only the true windows may match.
+    store = code_datastore.Datastore(tokens=tokens, keys=np.full(n, key, dtype=np.uint32),
+                                     order=np.arange(n, dtype=np.uint32), files=1)
+    assert sorted(store.positions([1, 2, 3]).tolist()) == [0, 8]
