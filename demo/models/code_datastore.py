@@ -29,7 +29,7 @@ from ..core.files import write_atomic
 
 WINDOW = 3                 # tokens in the indexed window
 DEFAULT_BUDGET = 8_000_000  # tokens
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: the installed packages of a virtual environment inside the checkout are read
 MAX_FILE_BYTES = 400_000    # a generated or data-like .py file teaches little and costs much
 _PRIME = np.uint64(0x9E3779B97F4A7C15)
 
