@@ -138,6 +138,14 @@ MUTATIONS = [
         ("tests/test_verify_loop.py::test_gate_learns_geometric_acceptance_and_stops_drafting_a_kind_that_fails",),
     ),
     Mutation(
+        "free drafting: the outcome never checked",
+        "the gate trusts its model even when its wider steps really lose to one token alone",
+        "demo/engine/verify_loop/gate.py",
+        "        return max(1.0, (1.0 / self.costs[0]) / (self.wide_tokens / self.wide_s))",
+        "        return 1.0",
+        ("tests/test_verify_loop.py::test_the_gate_stops_drafting_when_wider_steps_really_fall_short_of_one_token",),
+    ),
+    Mutation(
         "free drafting: n-grams match the sequence's own suffix",
         "the n-gram drafter indexes the last n-gram before proposing, so it proposes its own (empty) continuation",
         "demo/engine/verify_loop/ngram.py",

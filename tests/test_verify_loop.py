@@ -205,15 +205,24 @@ def genai_greedy(smollm2_ir, exact_runner):
 
 
 def test_exact_mode_gives_openvino_genais_plain_greedy_tokens(exact_runner, genai_greedy):
+    from demo.engine.verify_loop.runner import default_proposers
+
+    # A gate with cheap wide steps and fixed costs drafts on every prompt whatever the machine's
+    # timing, so the equality below is tested on many verified guesses, kept and rejected.
     drafted = accepted = 0
     for prompt in PROMPTS:
-        result = exact_runner.run(prompt, GenerationSettings(max_new_tokens=96), lambda c: True)
-        assert result.error is None
-        assert result.text == genai_greedy[prompt], prompt
-        drafted += result.ov_draft_tokens
-        accepted += result.ov_accepted_tokens
-    # Not vacuous: guesses were verified, and some held, on these prompts.
-    assert drafted > 0 and accepted > 0
+        ids = exact_runner.tokenizer.encode(exact_runner.template(prompt)).input_ids.data[0].tolist()
+        loop = VerifyLoop(exact_runner.main, default_proposers(), Gate([0.040, 0.041, 0.042, 0.043]),
+                          exact_runner.eos_ids, follow_costs=False)
+        steps = loop.generate(ids, 96, Sampler(), lambda s: True)
+        tokens = [t for s in steps for t in s.tokens]
+        assert exact_runner.tokenizer.decode(tokens) == genai_greedy[prompt], prompt
+        drafted += sum(len(s.proposed) for s in steps)
+        accepted += sum(s.accepted for s in steps)
+        # The page's path, with the gate on this machine's own costs: the same text.
+        result = exact_runner.run(prompt, GenerationSettings(max_new_tokens=96, method="free_draft"), lambda c: True)
+        assert result.error is None and result.text == genai_greedy[prompt], prompt
+    assert drafted > 20 and accepted > 5
 
 
 def test_rejected_rows_are_masked_out_of_the_attention(exact_main):
@@ -338,3 +347,15 @@ def test_datastore_windows_whose_hashes_collide_are_not_matches():
     store = code_datastore.Datastore(tokens=tokens, keys=np.full(n, key, dtype=np.uint32),
                                      order=np.arange(n, dtype=np.uint32), files=1)
     assert sorted(store.positions([1, 2, 3]).tolist()) == [0, 8]
+
+
+def test_the_gate_stops_drafting_when_wider_steps_really_fall_short_of_one_token():
+    g = Gate([0.040, 0.042], switch_s=0.0)
+    g.accepted["k"], g.tried["k"] = 50.0 - 1, 100.0 - 2   # p = 0.5: predicted 1.5 / 0.042, clearly better
+    assert g.decide("k", 1).width == 2
+    for _ in range(5):                                    # but real wide steps kept 1 token in 80 ms
+        g.outcome(2, 1, 0.080)
+    assert g.shortfall() == 1.0                           # five are too few to judge
+    g.outcome(2, 1, 0.080)
+    assert g.shortfall() == pytest.approx((1 / 0.040) / (1 / 0.080))
+    assert g.decide("k", 1).width == 1

@@ -27,6 +27,9 @@ MARGIN = 1.03
 PRIOR_ACCEPTED, PRIOR_TRIED = 1.0, 2.0
 # How fast measured costs follow the machine (exponential moving average weight).
 COST_EWMA = 0.1
+# The check on the outcome: after this many wider steps in an answer, their real tokens per
+# second are held against one token alone's; a shortfall raises the margin by as much.
+CHECKED_AFTER = 6
 
 
 @dataclass
@@ -48,6 +51,9 @@ class Gate:
     accepted: dict[str, float] = field(default_factory=dict)
     tried: dict[str, float] = field(default_factory=dict)
     width: int = 1           # the last step's width
+    wide_tokens: int = 0     # tokens the answer's wider steps kept, and the seconds they took
+    wide_s: float = 0.0
+    wide_steps: int = 0
 
     def __post_init__(self):
         if not self.costs or any(c <= 0 for c in self.costs) or self.switch_s < 0:
@@ -78,9 +84,24 @@ class Gate:
                 best = Decision(width, guesses, tokens, rate, plain)
         # Leaving one token alone must clearly pay; staying at the width held needs no margin,
         # since going back costs a switch of its own.
-        if best.width != 1 and self.width == 1 and best.predicted_rate < plain * self.margin:
+        if best.width != 1 and self.width == 1 and best.predicted_rate < plain * self.margin * self.shortfall():
             return Decision(1, 0, 1.0, plain, plain)
         return best
+
+    def shortfall(self) -> float:
+        """How far the answer's wider steps really fell short of one token alone (1.0: not at all,
+        or too few to tell). The model above can be wrong (costs gone stale, acceptance that
+        drifts); this is the outcome itself, so a method that loses on an answer stops drafting."""
+        if self.wide_steps < CHECKED_AFTER or self.wide_s <= 0:
+            return 1.0
+        return max(1.0, (1.0 / self.costs[0]) / (self.wide_tokens / self.wide_s))
+
+    def outcome(self, width: int, tokens: int, seconds: float) -> None:
+        """A real step of `width` kept `tokens` in `seconds` (its switch included)."""
+        if width > 1:
+            self.wide_steps += 1
+            self.wide_tokens += tokens
+            self.wide_s += seconds
 
     def learn(self, kind: str, verified: int, accepted: int) -> None:
         """`verified` guesses of `kind` went to the main model and the first `accepted` matched."""

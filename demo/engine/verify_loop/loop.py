@@ -155,6 +155,7 @@ class VerifyLoop:
         infer_s = time.perf_counter() - t0
         if self.follow_costs:
             gate.timed(width, infer_s)
+            gate.outcome(width, len(kept), infer_s)
         gate.width = width
         if proposal is not None and guesses:
             gate.learn(proposal.kind, len(guesses), min(len(kept) - 1, len(guesses)))
