@@ -117,7 +117,7 @@ MUTATIONS = [
         "free drafting: the gate drafts whatever it costs",
         "the gate's margin against one token alone is dropped, so steep verifies draft at a loss",
         "demo/engine/verify_loop/gate.py",
-        "        if best.width != 1 and self.width == 1 and best.predicted_rate < plain * self.margin:",
+        "        if best.width != 1 and self.width == 1 and best.predicted_rate < plain * self.margin * self.shortfall():",
         "        if False:",
         ("tests/test_verify_loop.py::test_gate_learns_geometric_acceptance_and_stops_drafting_a_kind_that_fails",),
     ),
