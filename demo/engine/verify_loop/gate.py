@@ -5,9 +5,9 @@ Two costs decide it, both measured on the machine (runner.time_widths) and follo
 steps run:
 * `costs[m-1]`: one infer over m new tokens when the step before had m too (steady);
 * `switch_s`: what changing m from one step to the next adds. On a Zen 4 (2026-12-06) an infer
-  after one of another width cost 5-10 ms more (the CPU plugin prepares its kernels for the new
-  shape): alternating 1 and 2 tokens ran 46-54 ms a step where 1 alone ran 39-43 and 2 alone
-  41-45. A gate blind to it drafts at a loss; with it, it holds a width while guesses keep coming.
+  after one of another width cost 6-11 ms more (the CPU plugin prepares its kernels for the new
+  shape; scripts/experiments/kv_trim_and_width.py). A gate blind to it drafts at a loss; with
+  it, it holds a width while guesses keep coming.
 
 With guesses of a kind accepted with probability p each (geometric: a guess counts only if all
 before it did), j guesses give 1 + p + … + p^j tokens. p is learned per kind of guess (a long

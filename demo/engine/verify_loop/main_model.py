@@ -7,8 +7,8 @@ Two changes to the IR, both as OpenVINO GenAI makes them for its own pipelines:
   its rows; computing the LM head for every prompt row would cost a 4,096-token prompt seconds;
 * rejected guesses' KV rows are masked, not cut: they stay in the state and the attention
   mask gives them 0. Cutting them (GenAI's `trim_kv_cache`: read every state, slice, write it
-  back) cost 20 ms a step on a Zen 4 with the CPU plugin's default u8 KV cache (each read
-  dequantizes, each write quantizes again), half a token's decode; a mask costs nothing.
+  back) cost 13 ms more a step than the mask on a Zen 4 with the CPU plugin's default u8 KV cache
+  (scripts/experiments/kv_trim_and_width.py), a third of a token's decode; a mask costs nothing.
   The holes are compacted (one real cut) only when they grow past HOLES_COMPACTED rows.
 """
 
