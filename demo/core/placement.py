@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from .errors import DemoError
-from .settings import GenerationSettings, PipelineOptions, uses_draft_model
+from .settings import FREE_DRAFT, GenerationSettings, PipelineOptions, uses_draft_model
 from .streaming import BASELINE, SIDES, SPECULATIVE
 
 # Greedy outputs of the baseline and speculative pipelines match exactly only with all
@@ -168,12 +168,14 @@ def built_with(options: PipelineOptions, method: str) -> dict[str, tuple[str, di
     """Each role's device and the properties its constructor is given, exactly as the pipelines
     are built (pipeline_properties, draft_properties, baseline_properties): "main" (the
     LLMPipeline of both sides, the same properties), "baseline" where the baseline's differ
-    (the stateful backend), and, for a drafting race, "draft"."""
+    (the stateful backend), for a drafting race "draft", for free drafting "own loop"."""
     roles = {"main": (options.main_device, pipeline_properties(options.main_device, options, method))}
     if baseline_properties(options.main_device, options, method) != roles["main"][1]:
         roles["baseline"] = (options.main_device, baseline_properties(options.main_device, options, method))
     if uses_draft_model(method):
         roles["draft"] = (options.draft_device, draft_properties(options.draft_device, options, method))
+    if method == FREE_DRAFT:  # the speculative side is no LLMPipeline: the own loop's bare compile
+        roles["own loop"] = (options.main_device, properties_for(options.main_device, options))
     return roles
 
 

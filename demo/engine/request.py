@@ -93,9 +93,10 @@ def how_it_ran(mode: Mode, options: PipelineOptions, method: str, threads: Optio
     elif method == "draft":
         devices += f", draft on {options.draft_device}"
     elif method == FREE_DRAFT:
-        devices += (", free drafting (no draft model: n-grams of the prompt and answer, a datastore of code, the main "
-                    "model's own earlier predictions), verified by the arena's own loop on OpenVINO Runtime over the "
-                    "main model's stateful IR, not an OpenVINO GenAI pipeline")
+        devices += (", free drafting (no draft model: n-grams of the prompt and answer, the main model's own earlier "
+                    "predictions, and a datastore of installed Python code where `python -m demo.prepare --datastore` "
+                    "built one), verified by the arena's own loop on OpenVINO Runtime over the main model's stateful "
+                    "IR, not an OpenVINO GenAI pipeline")
     else:
         devices += ", prompt lookup (no draft)"
     # From the very properties the constructors are given, with the threads really used.
