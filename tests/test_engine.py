@@ -221,7 +221,7 @@ def test_prompt_plus_new_tokens_must_fit_the_models_context(presets, tmp_path):
     """A GGUF model's context length is kept at prepare time (the IR does not carry it);
     SmolLM2-135M-Instruct's model card gives 8192 tokens."""
     from demo.engine.openvino_runner import check_fits
-    from demo.engine.pipelines import max_context
+    from demo.models.folders import max_context
     from demo.models.sources import ModelStore
 
     folder = ModelStore(tmp_path).prepare(presets.get("smollm2-self-draft").main).path

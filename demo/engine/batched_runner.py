@@ -140,7 +140,7 @@ class BatchedRunner:
 def build_batched_side(key, side: str, status: Callable[[str], None], crossover: Optional[int] = None,
                        warmup: bool = True) -> BatchedRunner:
     """One side as a BatchedRunner (a Serve replica that batches the requests it is sent)."""
-    from .pipelines import max_context
+    from ..models.folders import max_context
 
     pipe = load_batched(key, side, status)
     # Stepping aside needs the main model alone beside the speculative pipeline: one more

@@ -18,6 +18,7 @@ from ..core import placement
 from ..core.errors import DemoError
 from ..core.settings import FREE_DRAFT, METHOD_NAMES, GenerationSettings, PipelineOptions, uses_draft_model
 from ..core.streaming import BASELINE, SIDES, SPECULATIVE
+from ..models.folders import max_context
 from . import kv_capacity
 from .openvino_runner import OpenVINORunner, check_fits, count_tokens, first_line, scheduler_config, template
 
@@ -312,23 +313,6 @@ def kv_pool_bytes(key: PairKey) -> int:
     return (2 if key.draft else 1) * key.options.cache_size_gb * (1 << 30)
 
 
-def max_context(folder: Path) -> Optional[int]:
-    """Tokens a model can attend to, from its config.json when it has one (hub and
-    optimum exports do) or from the context length recorded at prepare time."""
-    import json
-
-    for name, keys in (("config.json", ("max_position_embeddings", "n_positions", "seq_length")),
-                       ("context.json", ("context_length",))):  # written by demo.models.sources for GGUF models
-        try:
-            data = json.loads((folder / name).read_text())
-        except (OSError, ValueError):
-            continue
-        for k in keys:
-            if isinstance(data.get(k), int) and data[k] > 0:
-                return data[k]
-    return None
-
-
 def _load_pipelines(key: PairKey, sides: tuple, status: Callable[[str], None]) -> dict:
     """The LLMPipelines of the given sides, loaded (not warmed up) with the key's options: every
     side with a scheduler from the same settings, each constructor with its own properties."""
@@ -388,24 +372,14 @@ def build_pair(key: PairKey, status: Callable[[str], None]) -> dict[str, OpenVIN
 
 
 def _own_loop(key: PairKey, status: Callable[[str], None], warmup: bool = True):
-    """The speculative side of free drafting: the arena's own verify loop over the main model's
-    stateful IR, compiled with the properties the plain baseline's pipeline gets."""
-    from ..models import code_datastore
-    from .verify_loop.runner import OwnLoopRunner
+    """Free drafting's speculative side: the own verify loop over the baseline's own weights,
+    so both sides' outputs agree."""
+    from .verify_loop.runner import load_own_loop
 
-    o = key.options
-    check_device(o.main_device, "main")
+    check_device(key.options.main_device, "main")
     status("loading the speculative side (the main model in the own verify loop)")
-    main = Path(key.main_of(BASELINE))  # the baseline's own weights: both sides' outputs agree
-    try:
-        return OwnLoopRunner(main, placement.properties_for(o.main_device, o), device=o.main_device,
-                             max_context=max_context(main), datastore=code_datastore.built_beside(main), warmup=warmup)
-    except MemoryError:
-        raise DemoError("There was not enough memory to load the main model; choose a smaller preset or weight "
-                        "format.") from None
-    except RuntimeError as e:
-        raise DemoError(f"OpenVINO could not load the main model for free drafting ({first_line(e)}); check the "
-                        "model folder.") from None
+    main = Path(key.main_of(BASELINE))
+    return load_own_loop(main, key.options, max_context(main), warmup)
 
 
 def _runner(key: PairKey, side: str, pipe, warmup: bool = True) -> OpenVINORunner:

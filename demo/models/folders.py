@@ -15,6 +15,7 @@ import os
 import shutil
 import uuid
 from pathlib import Path
+from typing import Optional
 
 READY_MARKER = ".ready.json"
 IR_FILES = ("openvino_model.xml", "openvino_tokenizer.xml", "openvino_detokenizer.xml")
@@ -132,3 +133,20 @@ def remove_stale_scratch(root: Path) -> list[str]:
         finally:
             os.close(fd)
     return removed
+
+
+def max_context(folder: Path) -> Optional[int]:
+    """Tokens a model can attend to, from its config.json when it has one (hub and
+    optimum exports do) or from the context length recorded at prepare time."""
+    import json
+
+    for name, keys in (("config.json", ("max_position_embeddings", "n_positions", "seq_length")),
+                       ("context.json", ("context_length",))):  # written by demo.models.sources for GGUF models
+        try:
+            data = json.loads((folder / name).read_text())
+        except (OSError, ValueError):
+            continue
+        for k in keys:
+            if isinstance(data.get(k), int) and data[k] > 0:
+                return data[k]
+    return None

@@ -158,6 +158,23 @@ class OwnLoopRunner:
         self.main.close()
 
 
+def load_own_loop(main: Path, options, max_context: Optional[int], warmup: bool = True) -> OwnLoopRunner:
+    """The runner for `main` compiled with the CPU properties a plain pipeline with `options` gets
+    (demo.core.placement), the datastore built for its tokenizer if any; load failures in one sentence."""
+    from ...core.placement import properties_for
+    from ...models import code_datastore
+
+    try:
+        return OwnLoopRunner(main, properties_for(options.main_device, options), device=options.main_device,
+                             max_context=max_context, datastore=code_datastore.built_beside(main), warmup=warmup)
+    except MemoryError:
+        raise DemoError("There was not enough memory to load the main model; choose a smaller preset or weight "
+                        "format.") from None
+    except RuntimeError as e:
+        raise DemoError(f"OpenVINO could not load the main model for free drafting ({first_line(e)}); check the "
+                        "model folder.") from None
+
+
 def _own_counts(result: RunResult, steps: Sequence[Step]) -> None:
     """The counts OpenVINO's pipelines report, from the loop's own steps (generated tokens
     include an end token, as GenAI counts them), and its guesses by drafter. Guesses that only
