@@ -28,7 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from demo.bench.free_draft_replay import predict  # noqa: E402
+from demo.bench.free_draft_replay import loop_seconds_per_step, predict  # noqa: E402
 from demo.bench.paired import against_fastest, decode_rate, paired, spread, token_times  # noqa: E402
 from demo.calibrate.calibration import prepare_candidates  # noqa: E402
 from demo.core.bench_prompts import PROMPTS  # noqa: E402
@@ -188,8 +188,7 @@ def _replay(own: OwnLoopRunner, text: str, plain_result, free_result, datastore)
     ids = [int(t) for t in own.tokenizer.encode(own.template(text)).input_ids.data[0]]
     answer = plain_result.token_ids
     steps = own.last_steps[1:]
-    infer = sum(s.infer_s for s in steps)
-    loop_s = max(0.0, ((free_result.end - steps[0].t + steps[0].infer_s) - infer) / len(steps)) if steps else 0.0
+    loop_s = loop_seconds_per_step(free_result, steps)
     prediction = predict(ids, answer, default_proposers(datastore), own.gate, loop_s, loop_s, min(own.eos_ids))
     return {**prediction.as_dict(), "loop_ms_per_step": 1000 * loop_s, "costs_ms": [1000 * c for c in own.costs],
             "switch_ms": 1000 * own.gate.switch_s, "widths": [s.width for s in steps]}

@@ -146,6 +146,22 @@ MUTATIONS = [
         ("tests/test_verify_loop.py::test_the_gate_stops_drafting_when_wider_steps_really_fall_short_of_one_token",),
     ),
     Mutation(
+        "free drafting: a Stop unheard",
+        "the own loop runs on after a visitor's Stop until the page's callback says so",
+        "demo/engine/verify_loop/runner.py",
+        "            if not on_chunk(chunk) or (stop is not None and stop.is_set()):",
+        "            if not on_chunk(chunk):",
+        ("tests/test_verify_loop.py::test_a_stop_ends_the_own_loop_within_a_step",),
+    ),
+    Mutation(
+        "free drafting: the prefill's logits read from its first row",
+        "the first token follows the prompt's first token instead of its last",
+        "demo/engine/verify_loop/main_model.py",
+        "        return self._infer(ids, np.array([len(ids) - 1], dtype=np.int64))[0]",
+        "        return self._infer(ids, np.array([0], dtype=np.int64))[0]",
+        ("tests/test_verify_loop.py::test_exact_mode_gives_openvino_genais_plain_greedy_tokens",),
+    ),
+    Mutation(
         "free drafting: n-grams match the sequence's own suffix",
         "the n-gram drafter indexes the last n-gram before proposing, so it proposes its own (empty) continuation",
         "demo/engine/verify_loop/ngram.py",

@@ -24,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np  # noqa: E402
 
+from demo.bench.free_draft_replay import loop_seconds_per_step  # noqa: E402
 from demo.calibrate.calibration import prepare_candidates  # noqa: E402
 from demo.core.bench_prompts import select  # noqa: E402
 from demo.core.errors import run_command  # noqa: E402
@@ -78,10 +79,8 @@ def main() -> int:
             for p in select(["code", "summarize"]):
                 result = r.run(p.text, GenerationSettings(max_new_tokens=128), lambda c: True)
                 steps = r.last_steps[1:]
-                wall = result.end - steps[0].t + steps[0].infer_s if steps else 0
-                infer = sum(s.infer_s for s in steps)
                 rows.append({"prompt": p.id, "steps": len(steps), "tokens": sum(len(s.tokens) for s in steps),
-                             "overhead_ms_per_step": 1000 * (wall - infer) / max(1, len(steps))})
+                             "overhead_ms_per_step": 1000 * loop_seconds_per_step(result, steps)})
             overhead[f] = rows
             per = [x["overhead_ms_per_step"] for x in rows]
             print(f"{f:>13}: the loop's own work {np.median(per):.2f} ms a step (median over {len(per)} answers; "

@@ -359,3 +359,19 @@ def test_the_gate_stops_drafting_when_wider_steps_really_fall_short_of_one_token
     g.outcome(2, 1, 0.080)
     assert g.shortfall() == pytest.approx((1 / 0.040) / (1 / 0.080))
     assert g.decide("k", 1).width == 1
+
+
+def test_a_stop_ends_the_own_loop_within_a_step(exact_runner):
+    import threading
+
+    stop = threading.Event()
+    seen = []
+
+    def on_chunk(chunk):
+        seen.append(chunk)
+        if len(seen) == 2:
+            stop.set()   # a visitor pressed Stop; the page's callback itself still says go on
+        return True
+
+    result = exact_runner.run(PROMPTS[0], GenerationSettings(max_new_tokens=96), on_chunk, stop=stop)
+    assert result.cancelled and len(result.chunks) == 2

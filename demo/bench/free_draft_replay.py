@@ -78,6 +78,15 @@ class Prediction:
                 "predicted_ratio": self.ratio, "sources": self.sources}
 
 
+def loop_seconds_per_step(result, steps: Sequence) -> float:
+    """The loop's own work a step in a real run (RunResult and its steps after the prefill's):
+    the wall time from the first step's infer to the run's end, less the infers."""
+    if not steps:
+        return 0.0
+    wall = result.end - (steps[0].t - steps[0].infer_s)
+    return max(0.0, (wall - sum(s.infer_s for s in steps)) / len(steps))
+
+
 def predict(prompt_ids: Sequence[int], answer: Sequence[int], proposers, gate: Gate,
             loop_s: float, plain_loop_s: float, eos: int) -> Prediction:
     """Replay `answer` (the main model's greedy tokens after `prompt_ids`, its first token

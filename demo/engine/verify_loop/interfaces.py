@@ -14,7 +14,6 @@ from typing import Protocol, Sequence
 PROMPT = "prompt"        # an n-gram of the prompt or the answer so far
 DATASTORE = "datastore"  # an n-gram of the datastore of Python sources
 RECYCLED = "recycled"    # the main model's own earlier prediction after the same token
-SOURCES = (PROMPT, DATASTORE, RECYCLED)
 
 
 @dataclass(frozen=True)
@@ -31,9 +30,6 @@ class Proposal:
     def __post_init__(self):
         if not self.kind:
             object.__setattr__(self, "kind", self.source)
-
-    def __len__(self) -> int:
-        return len(self.tokens)
 
 
 class Proposer(Protocol):

@@ -159,7 +159,7 @@ class VerifyLoop:
         gate.width = width
         if proposal is not None and guesses:
             gate.learn(proposal.kind, len(guesses), min(len(kept) - 1, len(guesses)))
-        self._observe(fed, rows, sampler)
+        self._observe(fed, rows)
         kept = self._until_eos(kept)
         return Step(kept, fed[1:], proposal.source if guesses else None, proposal.kind if guesses else None,
                     infer_s, time.perf_counter(), padded)
@@ -168,7 +168,7 @@ class VerifyLoop:
         for p in self.proposers:
             p.extend(tokens)
 
-    def _observe(self, inputs: Sequence[int], rows: np.ndarray, sampler: Sampler) -> None:
+    def _observe(self, inputs: Sequence[int], rows: np.ndarray) -> None:
         predictions = rows.argmax(axis=-1)
         for p in self.proposers:
             p.observe(inputs, predictions)
