@@ -29,7 +29,7 @@ from demo.core.errors import DemoError
 from demo.models import fetchers, sources
 from demo.models.prepare import check_same_tokenizer, prepare_preset
 from demo.models.presets import ExportSource, GgufSource, HubSource, LocalSource, Preset, PypiSource
-from demo.models.folders import IR_FILES, READY_MARKER, is_ir_folder, remove_stale_scratch
+from demo.models.folders import IR_FILES, READY_MARKER, is_ir_folder, remove_stale_scratch, try_flock
 from demo.models.sources import Cancelled, ModelStore
 
 SMOLLM2 = "smollm2-self-draft"
@@ -51,6 +51,24 @@ def smollm2_gguf() -> Path:
 def scratch_entries(store: ModelStore) -> list[str]:
     root = store.cache_dir / "tmp"
     return sorted(p.name for p in root.iterdir()) if root.exists() else []
+
+
+def leftover_scratch(store: ModelStore) -> list[str]:
+    """scratch_entries less those of prepares still running (their lock held): in the session's
+    store, which the other test worker shares, a model may be converting right now. One whose
+    prepare died has its lock free, and is listed."""
+    live = set()
+    for lock in (store.cache_dir / "tmp").glob("*.lock"):
+        try:
+            fd = os.open(lock, os.O_RDONLY)
+        except FileNotFoundError:  # its prepare just finished
+            continue
+        try:
+            if not try_flock(fd):
+                live.add(lock.name.removesuffix(".lock"))
+        finally:
+            os.close(fd)  # releases the lock if this probe took it
+    return [name for name in scratch_entries(store) if name.removesuffix(".lock") not in live]
 
 
 def assert_nothing_left(store: ModelStore, spec) -> None:
@@ -180,7 +198,7 @@ def test_pypi_wheel_becomes_a_marked_ir_folder_and_is_reused(presets, session_st
     assert type(spec).model_validate(marker["spec"]) == spec  # (a cache from before `format:` lacks that key)
     assert not list(smollm2_ir.glob("*.gguf")), "the assembled GGUF should be deleted after conversion"
     assert session_store.is_ready(spec)
-    assert scratch_entries(session_store) == []
+    assert leftover_scratch(session_store) == []
 
     # Reusing builds nothing: no scratch folder, no conversion (judged by calls, not a clock).
     built = no_building(monkeypatch)
