@@ -94,9 +94,11 @@ class Admission:
         with the job (its stream ended, Stop, tab closed), whether or not it ever got the slot.
         A cluster's page claims the same way (its runs wait in the replicas' queues)."""
         with self._cond:
-            for held in [self._visitors[k] for k in visitor if k in self._visitors]:
+            # Claims whose job ended unseen (Gradio finished or dropped the event) are forgotten
+            # here, all of them: a script rotating sessions leaves no key behind.
+            for held in {id(t): t for t in self._visitors.values()}.values():
                 if held.alive is not None and not held.alive():
-                    self._forget_visitor(held)  # its job ended without a release (Gradio dropped it)
+                    self._forget_visitor(held)
             busy = next((self._visitors[k] for k in visitor if k in self._visitors), None)
             if busy is not None and not (busy._giving_way and busy.successor in visitor):
                 raise VisitorBusy(f"You already have {busy.what} running or waiting; wait for it to finish "
@@ -184,6 +186,11 @@ class Admission:
         for key in ticket.visitor:
             if self._visitors.get(key) is ticket:
                 del self._visitors[key]
+
+    def claims(self) -> int:
+        """How many visitor keys hold a claim now (bounded by the jobs alive)."""
+        with self._cond:
+            return len(self._visitors)
 
     def state(self) -> dict:
         """What the page shows: what runs now, and how many wait."""

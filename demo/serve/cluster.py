@@ -18,11 +18,14 @@ REPO = Path(__file__).resolve().parents[2]
 
 # A one-node cluster on a loopback-only machine: keep every Ray address on 127.0.0.1 (without
 # the first, Ray moves the node to the eth0 address), send no usage statistics, and let the
-# proxy route by the page's session cookie (sticky sessions for several page replicas).
+# proxy route by the page's session cookie (sticky sessions for several page replicas); the
+# proxy's uvicorn believes no X-Forwarded-For (demo.web.site.distrust_forwarded_headers: the
+# page's visitor rule reads that header itself, where the launch says a proxy writes it).
 LOCAL_ENV = {
     "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
     "RAY_USAGE_STATS_ENABLED": "0",
     "RAY_SERVE_SESSION_ID_HEADER_KEY": "cookie",
+    "FORWARDED_ALLOW_IPS": "",
 }
 OBJECT_STORE_MB = 500  # Ray's default reserves ~30 % of memory; a race's events are small
 

@@ -153,7 +153,7 @@ class Page:
 
     async def __init__(self, race, preset: Optional[str] = None, models: Optional[str] = None,
                        cache_dir: Optional[str] = None, allow_downloads: bool = False, kiosk: bool = False,
-                       idle_seconds: float = 45.0, keep_prompts: bool = False):
+                       idle_seconds: float = 45.0, keep_prompts: bool = False, trust_forwarded_for: bool = False):
         _quiet()
         from .page import build_page
         from .remote import RemoteArena
@@ -163,7 +163,8 @@ class Page:
         if preset is not None:
             self.arena.presets.get(preset)
             self.arena.presets = self.arena.presets.model_copy(update={"default": preset})
-        self.demo = build_page(self.arena, kiosk=kiosk, idle_seconds=idle_seconds, keep_prompts=keep_prompts)
+        self.demo = build_page(self.arena, kiosk=kiosk, idle_seconds=idle_seconds, keep_prompts=keep_prompts,
+                               trust_forwarded_for=trust_forwarded_for)
 
     def __serve_build_asgi_app__(self):
         from .page import build_asgi
@@ -175,10 +176,10 @@ DEPLOYMENTS = {"Baseline": Pipeline, "Speculative": Pipeline, "Race": Race, "Pag
 
 
 def build_app(args: Optional[dict] = None, deployments: Optional[dict] = None):
-    """The application: `args` (serve.yaml's `args`: preset, models, cache_dir,
-    allow_downloads, memory_budget_gb, max_pipelines, kiosk, idle_seconds, keep_prompts); `deployments` maps
-    a deployment's name to its options (serve.yaml's `deployments`, for `python -m
-    demo.serve`; `serve run serve.yaml` applies them itself)."""
+    """The application: `args` (serve.yaml's `args`: preset, models, cache_dir, allow_downloads,
+    memory_budget_gb, max_pipelines, kiosk, idle_seconds, keep_prompts, trust_forwarded_for);
+    `deployments` maps a deployment's name to its options (serve.yaml's `deployments`, for
+    `python -m demo.serve`; `serve run serve.yaml` applies them itself)."""
     args = dict(args or {})
     deployments = deployments or {}
     common = {k: args.get(k) for k in ("preset", "models", "cache_dir")}
@@ -196,7 +197,8 @@ def build_app(args: Optional[dict] = None, deployments: Optional[dict] = None):
     race = Race.options(**options("Race")).bind(baseline, speculative)
     page_args = dict(common, kiosk=bool(args.get("kiosk", False)),
                      idle_seconds=float(args.get("idle_seconds", 45.0)),
-                     keep_prompts=bool(args.get("keep_prompts", False)))
+                     keep_prompts=bool(args.get("keep_prompts", False)),
+                     trust_forwarded_for=bool(args.get("trust_forwarded_for", False)))
     return Page.options(**options("Page")).bind(race, **page_args)
 
 

@@ -16,31 +16,30 @@ from __future__ import annotations
 import secrets
 
 SESSION_COOKIE = "arena_session"
-MAX_QUEUE = 16  # as app.py: races and benchmarks waiting in Gradio's queue, per page replica
 
 
-def build_page(arena, kiosk: bool = False, idle_seconds: float = 45.0, keep_prompts: bool = False):
-    """The arena's Gradio Blocks over `arena` (a Backend: an Arena or a RemoteArena), queued as app.py does.
-    The Benchmark tab is left out: it measures one machine, not a cluster."""
+def build_page(arena, kiosk: bool = False, idle_seconds: float = 45.0, keep_prompts: bool = False,
+               trust_forwarded_for: bool = False):
+    """The arena's page over `arena` (a Backend: an Arena or a RemoteArena), assembled where
+    `python app.py` assembles its own (demo.web.site), with the same door, queue and limits. The
+    Benchmark tab is left out: it measures one machine, not a cluster."""
+    from ..web import site
     from ..web.booth import Booth
-    from ..web.ui import build_demo
+    from ..web.visitors import VisitorIds
 
     booth = Booth(kiosk=kiosk, idle_seconds=idle_seconds, keep_prompts=keep_prompts)
-    return build_demo(arena, bench_enabled=False, booth=booth).queue(default_concurrency_limit=1,
-                                                                     max_size=MAX_QUEUE)
+    return site.assemble(arena, booth, VisitorIds.from_environment(trust_forwarded_for), bench_enabled=False)
 
 
 def build_asgi(demo):
-    """FastAPI app with the page at `/` and the session cookie for sticky routing."""
+    """FastAPI app with the page at `/`, behind the same guards as app.launch's, and the session
+    cookie for sticky routing."""
     import gradio as gr
     from fastapi import FastAPI, Request
 
-    from ..web.files import MAX_UPLOAD_BYTES
-    from ..web.render import CSS
-    from ..web.style import CSS as BOOTH_CSS
-    from ..web.ui import THEME
+    from ..web import site
 
-    app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None)
+    app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None, middleware=site.guards(demo))
 
     @app.middleware("http")
     async def session_cookie(request: Request, call_next):
@@ -49,5 +48,4 @@ def build_asgi(demo):
             response.set_cookie(SESSION_COOKIE, secrets.token_urlsafe(16), httponly=True, samesite="lax")
         return response
 
-    return gr.mount_gradio_app(app, demo, path="/", theme=THEME, css=CSS + BOOTH_CSS, show_error=False,
-                               max_file_size=MAX_UPLOAD_BYTES)  # as app.launch: uploads are only recordings
+    return gr.mount_gradio_app(app, demo, path="/", **site.serving_options(demo))

@@ -7,14 +7,18 @@
   unbounded body (hundreds of MB) froze every page and could get the app killed for memory.
 - Uploads (Gradio keeps each on disk for an hour) are bounded in files per request, and in
   number and bytes per visitor and overall over that hour.
-- Light events (the queue=False ones: `/gradio_api/run/…`) are rate-limited per visitor, and
-  all visitors without a trustworthy address share one bucket.
+- A body must arrive within BODY_DEADLINE_S (an upload, UPLOAD_DEADLINE_S): a client that
+  trickles one byte a second holds no connection for long.
+- Every request that executes something (`run/…`, `call/…`, `queue/join`) is rate-limited per
+  visitor, and all visitors without a trustworthy address share one bucket; the session a
+  body names is checked (demo.web.routes.Sessions) before Gradio builds state for it.
 
 Visitors are keyed as the queue's door keys them (demo.web.visitors.VisitorIds).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 import time
@@ -22,7 +26,8 @@ from collections import defaultdict, deque
 from typing import Callable, Optional
 
 from .files import MAX_UPLOAD_BYTES
-from .visitors import VisitorIds
+from .routes import Sessions, refuse
+from .visitors import VisitorIds, address_of_scope
 
 # The largest body the page sends is a race: 16,000 prompt characters, JSON-escaped at up to
 # 12 bytes each (an astral character as two \\u escapes), is under 200 KB.
@@ -31,7 +36,11 @@ MAX_UPLOAD_BODY = MAX_UPLOAD_BYTES + 64 * 1024  # one recording and its multipar
 MAX_FILES_PER_UPLOAD = 2                       # the page uploads one recording at a time
 UPLOAD_WINDOW_S = 3600.0                       # Gradio deletes uploads after an hour (delete_cache)
 UPLOADS_PER_VISITOR = 20                       # per address in that hour
+UPLOADS_ANONYMOUS = 60                         # all visitors without an address together, that hour
 UPLOAD_BYTES_OVERALL = 128 * 1024 * 1024       # all visitors together in that hour
+BODY_DEADLINE_S = 20.0                         # a race's body is under 200 KB
+UPLOAD_DEADLINE_S = 120.0                      # a recording (MAX_UPLOAD_BYTES) over a slow line
+EXECUTING = ("/run/", "/call/", "/queue/join")  # paths whose requests run a handler
 LIGHT_RATE, LIGHT_BURST = 10.0, 40.0           # per visitor: requests a second, and a burst
 ANONYMOUS_RATE, ANONYMOUS_BURST = 40.0, 120.0  # everyone without an address, together
 
@@ -53,9 +62,10 @@ class Bucket:
 
 class BodyLimit:
     def __init__(self, app, visitor_ids: Optional[VisitorIds] = None, max_body: int = MAX_BODY_BYTES,
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Callable[[], float] = time.monotonic, sessions: Optional[Sessions] = None):
         self.app = app
         self.ids = visitor_ids or VisitorIds()
+        self.sessions = sessions or Sessions(clock)
         self.max_body = max_body
         self.clock = clock
         self._lock = threading.Lock()
@@ -67,8 +77,9 @@ class BodyLimit:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         path = scope.get("path", "")
-        address = next((k for k in self.ids.keys_of_scope(scope) if k.startswith("address:")), None)
-        if "/run/" in path and not self._light(address):
+        address = address_of_scope(self.ids, scope)
+        executes = any(p in path for p in EXECUTING) and scope.get("method") == "POST"
+        if executes and not self._light(address):
             return await refuse(send, 429, "This page is getting requests faster than it can answer; "
                                            "wait a few seconds and try again.")
         if scope.get("method") not in ("POST", "PUT", "PATCH"):
@@ -79,8 +90,12 @@ class BodyLimit:
         if declared is not None and (not declared.isdigit() or int(declared) > limit):
             return await refuse(send, 413, too_big(limit))
         body = bytearray()
+        deadline = self.clock() + (UPLOAD_DEADLINE_S if upload else BODY_DEADLINE_S)
         while True:  # Gradio reads these bodies whole anyway; here they are counted first
-            message = await receive()
+            try:
+                message = await asyncio.wait_for(receive(), max(0.0, deadline - self.clock()))
+            except asyncio.TimeoutError:
+                return await refuse(send, 408, "This request's body came too slowly; send it again.")
             if message["type"] == "http.disconnect":
                 return
             body += message.get("body", b"")
@@ -88,8 +103,13 @@ class BodyLimit:
                 return await refuse(send, 413, too_big(limit))
             if not message.get("more_body", False):
                 break
+        if executes:
+            refusal = self.sessions.admit(session_in(bytes(body)), address)
+            if refusal:
+                return await refuse(send, 429 if "opened" in refusal else 400, refusal)
         if upload:
-            refusal = self._upload(address, bytes(body), dict(scope.get("headers") or ()).get(b"content-type", b""))
+            content_types = b";".join(v for k, v in scope.get("headers") or () if k.lower() == b"content-type")
+            refusal = self._upload(address, bytes(body), content_types)
             if refusal:
                 return await refuse(send, 429 if "hour" in refusal else 413, refusal)
         delivered = False
@@ -129,36 +149,40 @@ class BodyLimit:
                     times.popleft()
                 if not times:
                     del self._uploads[key]
-            if address is not None and len(self._uploads.get(address, ())) >= UPLOADS_PER_VISITOR:
-                return (f"You have uploaded {UPLOADS_PER_VISITOR} files in the last hour, the most this page "
+            cap = UPLOADS_PER_VISITOR if address is not None else UPLOADS_ANONYMOUS
+            if len(self._uploads.get(address or "", ())) >= cap:
+                return (f"You have uploaded {cap} files in the last hour, the most this page "
                         "takes from one visitor; try again in an hour.")
             if sum(n for _, n in self._upload_bytes) + len(body) > UPLOAD_BYTES_OVERALL:
                 return "This page has taken all the uploads it can hold this hour; try again in an hour."
-            if address is not None:
-                self._uploads[address].append(now)
+            self._uploads[address or ""].append(now)
             self._upload_bytes.append((now, len(body)))
         return None
 
 
+def session_in(body: bytes):
+    """The `session_hash` a JSON body names (None if it names none or is not a JSON object:
+    Gradio answers those itself)."""
+    try:
+        parsed = json.loads(body)
+    except ValueError:
+        return None
+    return parsed.get("session_hash") if isinstance(parsed, dict) else None
+
+
 def count_parts(body: bytes, content_type: bytes) -> int:
-    """The parts (files and fields) of a multipart body; 0 if it is not one."""
+    """The parts (files and fields) of a multipart body; 0 if it is not one. The boundary is
+    the *last* `boundary=` parameter, as Gradio's multipart parser reads it; a body holding a
+    different delimiter than that counts every part either could mean."""
+    boundaries = []
     for piece in content_type.split(b";"):
         name, _, value = piece.strip().partition(b"=")
-        if name.lower() == b"boundary" and value:
-            delimiter = b"--" + value.strip(b'"')
-            return max(0, body.count(delimiter) - 1)  # the last delimiter closes the body
-    return 0
+        if name.strip().lower() == b"boundary" and value.strip().strip(b'"'):
+            boundaries.append(value.strip().strip(b'"'))
+    if not boundaries:
+        return 0
+    return max(max(0, body.count(b"--" + b) - 1) for b in boundaries)  # the last delimiter closes the body
 
 
 def too_big(limit: int) -> str:
     return f"This request is larger than the {limit // 1024:,} KB this page accepts; send less."
-
-
-async def refuse(send, status: int, sentence: str) -> None:
-    """One JSON answer, {"detail": sentence}, as FastAPI's own refusals read; the connection closes,
-    so an unread body is never read."""
-    body = json.dumps({"detail": sentence}).encode()
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-                            (b"connection", b"close")]})
-    await send({"type": "http.response.body", "body": body})

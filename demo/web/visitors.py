@@ -37,7 +37,7 @@ from ..engine.admission import Admission, Ticket, VisitorBusy
 SPACE_ENV = "SPACE_ID"  # set by Hugging Face Spaces in every Space's container
 SCOPE_KEY = "arena.claim"  # where the door leaves an event's claim for its handler (the ASGI scope)
 # Waiting events a lane may hold (all visitors together); a lane not named here gets DEFAULT_WAITING.
-# Their sum stays under app.MAX_QUEUE, so one lane never fills Gradio's line.
+# Their sum stays under demo.web.site.MAX_QUEUE, so one lane never fills Gradio's line.
 LANE_WAITING = {"race": 6, "replay": 2, "bench": 1}
 DEFAULT_WAITING = 2
 
@@ -57,13 +57,24 @@ class VisitorIds:
         return self.on_space or self.trust_forwarded_for
 
     def address(self, host: Optional[str], forwarded_for: Optional[str]) -> Optional[str]:
-        """The visitor's address, or None where no address can be trusted to name them."""
+        """The visitor's address, or None where no address can be trusted to name them.
+        An IPv6 visitor is their /64 (one household or one host's whole range, as ISPs assign)."""
         entries = [e.strip() for e in (forwarded_for or "").split(",") if e.strip()]
         if self.on_space:
-            return next((e for e in reversed(entries) if _global(e)), None)
+            # Right to left through the hops the platform appended (private ones), to the first
+            # public one; an entry that is not an address is the client's own writing: stop there.
+            for entry in reversed(entries):
+                parsed = _parse(entry)
+                if parsed is None:
+                    return None
+                if parsed.is_global:
+                    return _key(parsed)
+            return None
         if self.trust_forwarded_for and entries:
-            return entries[-1]
-        return host if _names_a_visitor(host) else None
+            parsed = _parse(entries[-1])
+            return _key(parsed) if parsed is not None else None
+        parsed = _parse(host)
+        return _key(parsed) if parsed is not None and not parsed.is_loopback else None
 
     def keys_of(self, session_hash: Optional[str], host: Optional[str],
                 forwarded_for: Optional[str] = None) -> tuple:
@@ -74,10 +85,9 @@ class VisitorIds:
         return tuple(keys)
 
     def keys_of_scope(self, scope: dict, session_hash: Optional[str] = None) -> tuple:
-        """The keys of an ASGI request (demo.web.limits, the door)."""
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers") or ()}
+        """The keys of an ASGI request (demo.web.limits, demo.web.routes, the door)."""
         client = scope.get("client") or (None, None)
-        return self.keys_of(session_hash, client[0], headers.get("x-forwarded-for"))
+        return self.keys_of(session_hash, client[0], forwarded_for(scope.get("headers") or ()))
 
     def keys(self, request) -> Union[tuple, Ticket]:
         """Whose job a handler's event is: the claim the door took for it (the handler's job runs
@@ -90,8 +100,9 @@ class VisitorIds:
             return claim
         headers = getattr(request, "headers", None) or {}
         client = getattr(request, "client", None)
-        return self.keys_of(getattr(request, "session_hash", None), getattr(client, "host", None),
-                            headers.get("x-forwarded-for"))
+        getlist = getattr(headers, "getlist", None)
+        forwarded = ",".join(getlist("x-forwarded-for")) if getlist else headers.get("x-forwarded-for")
+        return self.keys_of(getattr(request, "session_hash", None), getattr(client, "host", None), forwarded)
 
 
 
@@ -101,18 +112,31 @@ def owner_of(visitor) -> str:
     return next((k for k in keys if k.startswith("address:")), keys[0] if keys else "")
 
 
-def _global(entry: str) -> bool:
-    try:
-        return ipaddress.ip_address(entry).is_global
-    except ValueError:
-        return False
+def forwarded_for(headers) -> str:
+    """Every X-Forwarded-For header of a request, in order, as one list (RFC 9110 combines
+    repeated fields so): a client's own extra header can never stand in for the proxy's entries."""
+    return ",".join(v.decode("latin-1") for k, v in headers if k.lower() == b"x-forwarded-for")
 
 
-def _names_a_visitor(host: Optional[str]) -> bool:
+def address_of_scope(ids: VisitorIds, scope: dict) -> Optional[str]:
+    """The `address:` key of an ASGI request, or None."""
+    return next((k for k in ids.keys_of_scope(scope) if k.startswith("address:")), None)
+
+
+def _parse(entry: Optional[str]):
     try:
-        return not ipaddress.ip_address(host or "").is_loopback
+        return ipaddress.ip_address((entry or "").strip("[]"))
     except ValueError:
-        return False  # no address, or a name (a test client): not one to key by
+        return None  # no address, or a name (a test client): not one to key by
+
+
+def _key(address) -> str:
+    """An address as a visitor key: IPv4 itself (also when written IPv4-mapped), IPv6 its /64."""
+    if address.version == 4:
+        return str(address)
+    if address.ipv4_mapped is not None:
+        return str(address.ipv4_mapped)
+    return str(ipaddress.ip_network(f"{address}/64", strict=False))
 
 
 def address_key(keys) -> bool:
@@ -127,7 +151,7 @@ class QueueDoor:
     admission: Admission
     lane_waiting: dict = field(default_factory=lambda: dict(LANE_WAITING))
     _heavy: dict = field(default_factory=dict)       # fn index -> what its job is called
-    _anonymous: set = field(default_factory=set)     # event ids of visitors without an address
+    _anonymous: dict = field(default_factory=dict)   # event id -> lane, of visitors without an address
 
     def heavy(self, what: str, *events) -> None:
         """Mark events (what `.click(...)` returned) as heavy jobs that take their visitor's claim."""
@@ -152,34 +176,35 @@ class QueueDoor:
                 if not ok and claim is not None:
                     claim.release()
             event["id"] = event_id
-            if anonymous:
-                self._anonymous.add(event_id)
+            if anonymous and ok:
+                self._anonymous[event_id] = fn_lane(queue, body)
             return ok, event_id, state
 
         queue.push = push
 
     def _admit(self, queue, body, request):
-        from gradio import route_utils
 
-        try:
-            fn = route_utils.get_fn(queue.blocks, None, body)
-        except Exception:
+        fn = fn_of(queue, body)
+        if fn is None:
             return None, {}, False  # Gradio's own push answers an unknown event
         lane = fn.concurrency_id
         keys = self.ids.keys_of_scope(request.scope, body.session_hash)
         anonymous = not address_key(keys)
         waiting = self._waiting(queue, lane)
-        self._anonymous &= set(queue.event_ids_to_events)  # forget events Gradio has forgotten
+        events = queue.event_ids_to_events
+        self._anonymous = {e: l for e, l in self._anonymous.items() if e in events}  # Gradio forgot the rest
         cap = self.lane_waiting.get(lane, DEFAULT_WAITING)
         if len(waiting) >= cap:
             raise Refused(f"{len(waiting)} requests of this kind are already waiting; try again in a minute.")
-        if anonymous and sum(e._id in self._anonymous for e in waiting) >= (cap + 1) // 2:
+        # Callers without an address hold at most half a lane, counted wherever their events are:
+        # in Gradio's line, or started and waiting in the engine's admission (a race handler is free
+        # to start long before the machine is).
+        if anonymous and sum(l == lane for l in self._anonymous.values()) >= (cap + 1) // 2:
             raise Refused("Too many requests of this kind are waiting; try again in a minute.")
         what = self._heavy.get(fn._id)
         event: dict = {}  # its id, once Gradio's push has made the event
         if what is None:
             return None, event, anonymous
-        events = queue.event_ids_to_events
 
         def alive() -> bool:  # until Gradio forgets its event (finished, cancelled, client gone)
             return "id" not in event or event["id"] in events
@@ -201,6 +226,21 @@ class QueueDoor:
             return []
         free = max(0, (line.concurrency_limit or len(line.queue)) - line.current_concurrency)
         return list(line.queue)[free:]
+
+
+def fn_of(queue, body):
+    """The handler an event names, looked up without its session: Gradio's own lookup
+    (route_utils.get_fn) builds and keeps a copy of the page's state for whatever session the
+    body names, even for an event the door then refuses. None for an event it does not know."""
+    fns = queue.blocks.fns
+    if body.fn_index is not None:
+        return fns.get(body.fn_index) if isinstance(body.fn_index, int) else None
+    return None  # Gradio's push refuses an event without a function index
+
+
+def fn_lane(queue, body) -> Optional[str]:
+    fn = fn_of(queue, body)
+    return fn.concurrency_id if fn is not None else None
 
 
 class Refused(Exception):
