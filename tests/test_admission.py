@@ -158,3 +158,18 @@ def test_a_follow_up_goes_before_the_line_and_is_never_refused():
         t.join(HANG_GUARD_S)
     assert order == ["step view", "next visitor"]
     assert admission.state() == {"running": None, "waiting": 0}
+
+
+def test_claims_of_rotating_sessions_whose_jobs_ended_leave_no_key_behind():
+    # A script without an address key rotates its session each request: every claim's job ends
+    # (Gradio forgets the event), and the next claim forgets them all, not just its own keys.
+    admission = Admission()
+    running = [True] * 200
+    for i in range(200):
+        admission.claim("a race", (f"session:{i}",), alive=lambda i=i: running[i])
+    assert admission.claims() == 200
+    running[:] = [False] * 200  # every job ended; nobody released its claim
+    alive = admission.claim("a race", ("session:new",), alive=lambda: True)
+    assert admission.claims() == 1
+    alive.release()
+    assert admission.claims() == 0

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from demo.core.errors import DemoError
 from demo.core.settings import JOB_TOKEN_BUDGET, GenerationSettings, PipelineOptions
 from demo.core.streaming import BASELINE, SIDES, SPECULATIVE, ChunkEvent, DoneEvent, StartEvent
 from demo.engine import child_side
@@ -234,3 +235,36 @@ def test_the_sides_prompt_checks_share_one_tokenizer_so_a_side_loaded_again_adds
         checks.count_tokens("a prompt")
     assert all(checks.tokenizer is first.tokenizer for checks in again)
     assert native_threads() == before
+
+
+def test_a_side_that_stops_answering_ends_at_its_deadline_with_a_sentence_and_frees_the_machine(smollm2_ir, cache,
+                                                                                                 monkeypatch):
+    # A child frozen mid-decode (SIGSTOP: as a hung native call looks from the parent). The
+    # step deadline here is 0.5 s (25 of SmolLM2's ~15 ms steps is under it); the default is 10 s.
+    monkeypatch.setattr(child_side, "STEP_FLOOR_S", 0.5)
+    runners = pair(cache, smollm2_ir)
+    frozen = runners[BASELINE]._child.pid
+    seen = []
+
+    def on_event(event):
+        if isinstance(event, ChunkEvent) and event.side == BASELINE:
+            seen.append(event)
+            if len(seen) == 2:
+                os.kill(frozen, signal.SIGSTOP)
+
+    settings = GenerationSettings(max_new_tokens=200, assistant_tokens=3)
+    results = run_race(runners, "Write a long story about a lighthouse keeper.", settings, on_event=on_event)
+    assert "stopped answering" in results[BASELINE].error and "next run loads it again" in results[BASELINE].error
+    assert not runners[BASELINE].alive()  # killed: its CPU and memory are free
+    assert results[SPECULATIVE].error is None and len(results[SPECULATIVE].token_ids) > 0
+
+
+def test_a_load_past_its_deadline_ends_the_child_with_a_sentence(smollm2_ir, monkeypatch):
+    monkeypatch.setattr(child_side, "LOAD_DEADLINE_S", 0.0)  # no load finishes in no time
+    from demo.engine.pipelines import PairKey
+
+    key = PairKey(str(smollm2_ir), str(smollm2_ir), "draft", PipelineOptions(threads=1))
+    side = child_side.ChildSide(key, BASELINE)
+    with pytest.raises(DemoError, match="took longer than 0 s, so it was stopped"):
+        side.wait_ready()
+    assert not side.alive()

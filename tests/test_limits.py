@@ -132,3 +132,59 @@ def test_light_events_are_rate_limited_per_visitor():
     assert answers.count(200) == limits.LIGHT_RATE
     # GETs (the page, its assets, event streams) are never limited here.
     assert call(app, "/", [b""], hog, method="GET")[0] == 200
+
+
+def test_an_upload_naming_two_boundaries_counts_the_parts_of_the_one_gradio_reads():
+    # Gradio's parser takes the last `boundary=`; a body split by it passes no more files
+    # because the first one names a delimiter the body never holds.
+    body, _ = multipart(1000)
+    headers = [("Content-Type", "multipart/form-data; boundary=A; boundary=B"), ("Content-Length", str(len(body[0]))),
+               ("X-Forwarded-For", "93.184.216.34")]
+    status, detail, _ = call(BodyLimit(Inner(), space()), "/gradio_api/upload", body, headers)
+    assert (status, detail) == (413, "An upload may hold at most 2 files; choose one recording.")
+    # The same split over two Content-Type headers.
+    headers = [("Content-Type", "multipart/form-data; boundary=A"), ("Content-Type", "multipart/form-data; boundary=B"),
+               ("X-Forwarded-For", "93.184.216.34")]
+    assert call(BodyLimit(Inner(), space()), "/gradio_api/upload", body, headers)[0] == 413
+
+
+def test_uploads_without_an_address_share_one_quota():
+    app = BodyLimit(Inner(), space())
+    one, headers = multipart(1)
+    anonymous = headers + [("X-Forwarded-For", "10.0.0.7")]  # no public address: nobody in particular
+    answers = [call(app, "/gradio_api/upload", one, anonymous)[0] for _ in range(limits.UPLOADS_ANONYMOUS + 3)]
+    assert answers.count(200) == limits.UPLOADS_ANONYMOUS and answers[-3:] == [429] * 3
+
+
+def test_a_body_that_trickles_is_cut_at_its_deadline(monkeypatch):
+    monkeypatch.setattr(limits, "BODY_DEADLINE_S", 0.3)
+    inner = Inner()
+    app = BodyLimit(inner, space())
+    scope = {"type": "http", "method": "POST", "path": "/gradio_api/queue/join", "client": ("10.16.3.80", 1),
+             "headers": [(b"x-forwarded-for", b"93.184.216.34")]}
+    sent: list = []
+
+    async def one_byte_a_second():
+        await asyncio.sleep(1.0)
+        return {"type": "http.request", "body": b"{", "more_body": True}
+
+    async def send(message):
+        sent.append(message)
+
+    asyncio.run(app(scope, one_byte_a_second, send))
+    assert sent[0]["status"] == 408 and inner.bodies == []
+
+
+def test_every_path_that_runs_a_handler_is_rate_limited_and_its_session_checked():
+    now = [0.0]
+    app = BodyLimit(Inner(), space(), clock=lambda: now[0])
+    hog = [("X-Forwarded-For", "93.184.216.34")]
+    for path in ("/gradio_api/call/race", "/gradio_api/queue/join", "/gradio_api/run/predict"):
+        now[0] += 1000.0  # a full bucket for each path
+        answers = [call(app, path, [b"{}"], hog)[0] for _ in range(int(limits.LIGHT_BURST) + 10)]
+        assert answers.count(200) == limits.LIGHT_BURST, (path, answers)
+    now[0] += 1000.0
+    long_session = json.dumps({"data": [], "session_hash": "x" * 65}).encode()
+    status, detail, _ = call(app, "/gradio_api/queue/join", [long_session], hog)
+    assert status == 400 and detail == "This request names a session this page does not accept; reload the page."
+    assert call(app, "/gradio_api/queue/join", [json.dumps({"session_hash": "ab12_-Z"}).encode()], hog)[0] == 200

@@ -203,3 +203,33 @@ def test_a_200_mb_body_is_answered_413_while_a_race_keeps_streaming(space_app):
         assert 'data-tokens="256"' in job.outputs()[-1][3] or 'data-state="done"' in job.outputs()[-1][3]
     finally:
         racer.close()
+
+
+def test_callers_without_an_address_hold_at_most_half_the_race_lane_wherever_they_wait(space_app):
+    """Raw races from callers with no address key (a Space entry that is not public): their
+    handlers are free to start and would wait in the engine's admission, out of Gradio's line;
+    the door counts them there too."""
+    from demo.web.visitors import LANE_WAITING
+
+    arena = space_app.arena
+    idle(arena)
+    url = space_app.local_url
+    body = {"data": race_args(prompt=STORY, max_new_tokens=8)}
+    busy = arena.admission.enter("a test's job")  # the machine is taken: admitted races wait in the engine
+    try:
+        answers = [post(url + "gradio_api/call/race", body, f"10.0.0.{i}") for i in range(20)]
+    finally:
+        busy.release()
+    accepted = [a for code, a in answers if code == 200]
+    refused = {(code, a.get("detail")) for code, a in answers if code != 200}
+    assert len(accepted) == (LANE_WAITING["race"] + 1) // 2, (len(accepted), refused)
+    assert refused == {(429, "Too many requests of this kind are waiting; try again in a minute.")}
+    streams = []
+    for a in accepted:
+        lines: list = []
+        threading.Thread(target=read_stream, args=(f"{url}gradio_api/call/race/{a['event_id']}", "10.0.0.1", lines),
+                         daemon=True).start()
+        streams.append(lines)
+    for lines in streams:
+        wait_for(lambda: any(b"event: complete" in line for line in lines), "an anonymous race to end")
+    idle(arena)

@@ -171,3 +171,26 @@ def test_a_second_race_from_the_same_client_is_refused_while_another_client_gets
     finally:
         hog.close()
         other.close()
+
+
+def test_the_space_rule_stops_at_an_entry_it_cannot_parse_and_keys_ipv6_per_64():
+    keys_of = VisitorIds(on_space=True).keys_of
+    # Whatever is left of an entry that is not an address was written by the client: never read.
+    assert keys_of(None, "10.16.3.80", "93.184.216.34, not-an-address, 10.16.0.2") == ()
+    assert keys_of(None, "10.16.3.80", "93.184.216.34, unknown") == ()
+    # One household's or host's IPv6 range is one visitor, as ISPs hand out a /64.
+    a = keys_of(None, "10.16.3.80", "2a00:1450:4001:81c::200e")
+    b = keys_of(None, "10.16.3.80", "2a00:1450:4001:81c:ffff:1:2:3")
+    assert a == b == ("address:2a00:1450:4001:81c::/64",)
+    assert keys_of(None, "10.16.3.80", "2a00:1450:4001:81d::1") != a
+    assert keys_of(None, "10.16.3.80", "::ffff:93.184.216.34") == ("address:93.184.216.34",)
+    assert VisitorIds().keys_of(None, "2a00:1450:4001:81c::1") == ("address:2a00:1450:4001:81c::/64",)
+
+
+def test_repeated_forwarded_headers_are_read_as_one_list_in_order():
+    from demo.web.visitors import forwarded_for
+
+    headers = [(b"x-forwarded-for", b"6.6.6.6"), (b"host", b"x"), (b"X-Forwarded-For", b"1.2.3.4, 93.184.216.34")]
+    assert forwarded_for(headers) == "6.6.6.6,1.2.3.4, 93.184.216.34"
+    scope = {"client": ("10.16.3.80", 1), "headers": headers}
+    assert VisitorIds(on_space=True).keys_of_scope(scope) == ("address:93.184.216.34",)

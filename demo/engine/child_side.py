@@ -37,10 +37,19 @@ from ..core.settings import GenerationSettings, PipelineOptions
 from ..core.streaming import SIDES, Chunk, RunResult
 from .pipelines import PairKey, PromptChecks, build_side
 
-# How long a stopped side may take to answer before its child is killed. A decoding step
-# takes well under this (the 1.5B main: 30-160 ms a step on two cores), so only a side still
-# reading its prompt is killed and has to be loaded again.
+# How long a stopped side may take to answer before its child is killed: at least this, and
+# STOP_GRACE_STEPS of the side's own decoding steps (the 1.5B main: 30-160 ms a step on two
+# cores; a 7-8B one up to a second), so only a side still reading its prompt is killed and
+# has to be loaded again.
 STOP_GRACE_S = 1.0
+STOP_GRACE_STEPS = 3.0
+# Deadlines for a child that stops answering (a hung native call, a machine swapping): the side
+# ends with one sentence and its child is killed, so the machine is free for the next visitor.
+LOAD_DEADLINE_S = 900.0       # load and warm-up: a 7-8B int4 pair takes 1-3 minutes on two cores
+FIRST_TOKEN_FLOOR_S = 120.0   # a 4,096-token prefill of the 1.5B main on two cores takes ~20-60 s
+FIRST_TOKEN_PREFILLS = 4.0    # ... and at most this many times the side's own prefill rate, once known
+STEP_FLOOR_S = 10.0           # one decoding step, before and beyond ...
+STEP_DEADLINE_STEPS = 25.0    # ... this many of the side's own median step
 POLL_S = 0.05
 _TIMEOUT = object()  # no line within the poll
 _EOF = object()      # the child closed its pipe: it is gone
@@ -60,6 +69,8 @@ class ChildSide(PromptChecks):
         self._closing = False
         self._buffer = b""
         self._lines: deque = deque()  # lines read from the pipe and not yet handled
+        self._step_s: Optional[float] = None        # the side's median decoding step, from its last run
+        self._prefill_s_per_token: Optional[float] = None  # its first-token time per prompt token
         read_fd, write_fd = os.pipe()
         self._read_fd = read_fd
         self._log = tempfile.TemporaryFile()
@@ -72,9 +83,16 @@ class ChildSide(PromptChecks):
     # -- loading ---------------------------------------------------------------------------
     def wait_ready(self, status: Callable[[str], None] = lambda m: None) -> "ChildSide":
         """Block until the child's pipeline is loaded and warmed up, passing its status on.
-        A load that fails ends the child and raises its sentence (DemoError)."""
+        A load that fails, or passes LOAD_DEADLINE_S, ends the child and raises its sentence (DemoError)."""
+        deadline = time.monotonic() + LOAD_DEADLINE_S
         while True:
-            line = self._next(None)
+            line = self._next(POLL_S)
+            if line is _TIMEOUT:
+                if time.monotonic() > deadline:
+                    self.close()
+                    raise DemoError(f"Loading the {self.side} pipeline took longer than {LOAD_DEADLINE_S:.0f} s, so "
+                                    "it was stopped; try again, or choose a smaller preset.")
+                continue
             if line is _EOF:
                 how = isolation.describe_exit(self._child.wait()) + isolation.last_line(self._log)
                 self.close()
@@ -107,13 +125,14 @@ class ChildSide(PromptChecks):
                     self._kill()
 
     def _run(self, prompt, settings, on_chunk, on_start, stop) -> RunResult:
+        prompt_tokens = self.count_tokens(self.template(prompt))
         self._send({"run": {"prompt": prompt, "settings": asdict(settings)}})
         finished = threading.Event()
         if stop is not None:
             threading.Thread(target=self._cancel_when_raised, args=(stop, finished), daemon=True,
                              name=f"{self.side}-stop").start()
         try:
-            return self._follow(on_chunk, on_start, stop)
+            return self._follow(on_chunk, on_start, stop, prompt_tokens)
         finally:
             with self._stdin_lock:  # no cancel from the watcher after this: it would hit the next run
                 finished.set()
@@ -129,18 +148,26 @@ class ChildSide(PromptChecks):
                         self._cancel()
                 return
 
-    def _follow(self, on_chunk, on_start, stop) -> RunResult:
-        """The child's lines for the run just sent, until its result."""
+    def _follow(self, on_chunk, on_start, stop, prompt_tokens: int) -> RunResult:
+        """The child's lines for the run just sent, until its result (or a missed deadline)."""
         chunks: list[Chunk] = []
         started: Optional[float] = None
         cancelled_at: Optional[float] = None
+        sent = last = time.perf_counter()
+        gaps: list[float] = []
         while True:
+            now = time.perf_counter()
             if cancelled_at is None and stop is not None and stop.is_set():
                 cancelled_at = self._cancel()
-            if cancelled_at is not None and time.perf_counter() - cancelled_at > STOP_GRACE_S:
+            if cancelled_at is not None and now - cancelled_at > self._stop_grace():
                 self._kill()  # still in its prompt: the CPU is given back now, the next run reloads
-                now = time.perf_counter()
                 return RunResult(self.side, start=started or now, end=now, chunks=chunks, cancelled=True)
+            allowed = self._first_token_deadline(prompt_tokens) if not chunks else self._step_deadline(gaps)
+            if cancelled_at is None and now - last > allowed:
+                self._kill()
+                return RunResult(self.side, start=started or now, end=now, chunks=chunks,
+                                 error=f"the {self.side} pipeline stopped answering ({now - last:.0f} s without a "
+                                       f"token, {allowed:.0f} s allowed), so it was ended; the next run loads it again")
             line = self._next(POLL_S)
             if line is _TIMEOUT:
                 continue
@@ -156,15 +183,34 @@ class ChildSide(PromptChecks):
             elif kind == "chunk":
                 chunk = Chunk(self.side, tuple(payload["token_ids"]), payload["text"], payload["accepted_text"],
                               payload["t"])
+                arrived = time.perf_counter()
+                if chunks:
+                    gaps.append(arrived - last)
+                elif prompt_tokens:
+                    self._prefill_s_per_token = (arrived - sent) / prompt_tokens
+                last = arrived
                 chunks.append(chunk)
                 if not on_chunk(chunk) and cancelled_at is None:
                     cancelled_at = self._cancel()
             elif kind == "done":
+                if gaps:
+                    self._step_s = sorted(gaps)[len(gaps) // 2]
                 result = RunResult(**{k: v for k, v in payload.items() if k != "chunks"})
                 result.chunks = chunks
                 return result
             elif kind == "error":  # a failure outside generate() (run_side turns it into the side's sentence)
                 raise DemoError(payload)
+
+    def _stop_grace(self) -> float:
+        return max(STOP_GRACE_S, STOP_GRACE_STEPS * (self._step_s or 0.0))
+
+    def _first_token_deadline(self, prompt_tokens: int) -> float:
+        known = FIRST_TOKEN_PREFILLS * prompt_tokens * (self._prefill_s_per_token or 0.0)
+        return max(FIRST_TOKEN_FLOOR_S, known)
+
+    def _step_deadline(self, gaps: list) -> float:
+        step = sorted(gaps)[len(gaps) // 2] if gaps else self._step_s
+        return max(STEP_FLOOR_S, STEP_DEADLINE_STEPS * (step or 0.0))
 
     def _cancel(self) -> float:
         try:
