@@ -1035,8 +1035,8 @@ MUTATIONS = [
         "strangers 4: callers without an address are counted only in Gradio's line",
         "their race handlers start and wait in the engine's admission, uncounted: 20 of 20 accepted",
         "demo/web/visitors.py",
-        "        if anonymous and sum(l == lane for l in self._anonymous.values()) >= (cap + 1) // 2:",
-        "        if anonymous and sum(e._id in self._anonymous for e in waiting) >= (cap + 1) // 2:",
+        "        mine = sum(v == (lane, owner) for v in self._live.values())",
+        "        mine = sum(self._live.get(e._id) == (lane, owner) for e in waiting)",
         ("tests/test_strangers_load.py::test_callers_without_an_address_hold_at_most_half_the_race_lane_wherever_they_wait",),
     ),
     Mutation(

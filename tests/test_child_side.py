@@ -251,9 +251,20 @@ def test_a_side_that_stops_answering_ends_at_its_deadline_with_a_sentence_and_fr
             seen.append(event)
             if len(seen) == 2:
                 os.kill(frozen, signal.SIGSTOP)
+                # Without a deadline the race would wait for ever: end the frozen child after a
+                # hang guard, so the test fails (a crash's sentence) instead of hanging.
+                guard.start()
 
+    def end_it() -> None:
+        if runners[BASELINE].alive():
+            runners[BASELINE]._kill()
+
+    guard = threading.Timer(HANG_GUARD_S / 4, end_it)
     settings = GenerationSettings(max_new_tokens=200, assistant_tokens=3)
-    results = run_race(runners, "Write a long story about a lighthouse keeper.", settings, on_event=on_event)
+    try:
+        results = run_race(runners, "Write a long story about a lighthouse keeper.", settings, on_event=on_event)
+    finally:
+        guard.cancel()
     assert "stopped answering" in results[BASELINE].error and "next run loads it again" in results[BASELINE].error
     assert not runners[BASELINE].alive()  # killed: its CPU and memory are free
     assert results[SPECULATIVE].error is None and len(results[SPECULATIVE].token_ids) > 0

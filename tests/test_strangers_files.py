@@ -385,3 +385,12 @@ def test_the_scoreboard_draws_a_bounded_number_of_configurations():
     assert "data-count='50'" in board  # the most raced configuration is among those drawn
     assert f'data-hidden="{len(groups) - MAX_GROUPS}"' in board
     assert len(board) < 200_000
+
+
+def test_a_crashed_childs_last_line_names_no_folder_of_this_machine(tmp_path):
+    from demo.core import isolation
+
+    with open(tmp_path / "log", "w+b") as log:
+        log.write(b"loading\nRuntimeError: cannot map /home/operator/.cache/arena/models/qwen/openvino_model.bin\n")
+        line = isolation.last_line(log)
+    assert line == ": RuntimeError: cannot map …/openvino_model.bin" and "/home" not in line

@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 from typing import Callable, Optional
 
-from .errors import DemoError
+from .errors import DemoError, without_paths
 
 POLL_S = 0.2
 ROOT = Path(__file__).resolve().parents[2]  # the repository: the child imports demo (and tests) from here
@@ -143,13 +143,14 @@ def kill(child) -> None:
 
 
 def last_line(log) -> str:
-    """The child's last line of output, when it says something (a Python fatal error, say)."""
+    """The child's last line of output, when it says something (a Python fatal error, say),
+    with no folder of this machine in it (it ends up in a sentence every visitor reads)."""
     try:
         log.seek(0)
         lines = [line.strip() for line in log.read().decode(errors="replace").splitlines() if line.strip()]
     except OSError:
         return ""
-    return f": {lines[-1][:200]}" if lines else ""
+    return f": {without_paths(lines[-1])[:200]}" if lines else ""
 
 
 def _die_with_parent(parent: int) -> None:

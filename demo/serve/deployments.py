@@ -55,6 +55,7 @@ class Pipeline:
         _quiet()
         import ray
 
+        from ..engine import child_side
         from ..engine.arena import Arena, RaceRequest
         from .protocol import placement
         from .worker import SideCache, SideWorker
@@ -74,7 +75,10 @@ class Pipeline:
         # stand-in) or at the crossover this machine measured for the preset (demo.bench.load).
         self.crossover = crossover
         self._crossovers: dict = {}  # main model folder -> the crossover its pipeline is built with
-        builder = self._build_batched if batch_requests > 1 else None
+        # One run at a time: each side in a child process of its own, as `python app.py` runs them,
+        # so a Stop (Ray cancels the request) ends a side still reading its prompt within its grace,
+        # and the replica's CPU is free when Ray counts the replica free (demo.engine.child_side).
+        builder = self._build_batched if batch_requests > 1 else child_side.build_child_side
         self.cache = SideCache(side, budget=budget, max_runners=max_pipelines, side_builder=builder,
                                guard=self.arena.guard)
         self.ran_on = placement(ray.get_runtime_context().get_node_id(), self.threads)

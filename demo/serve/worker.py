@@ -8,10 +8,12 @@ together share one continuous-batching pipeline (demo.engine.batched_runner).
 
 Stop: when the caller goes away (Stop on the page, tab closed, the race cancelled), Ray
 cancels the request, which raises CancelledError in `run` at its next await. The stop flag
-is set there; the streamer reads it at the next step and returns CANCEL, so generate()
-ends within a step. Ray counts the replica free as soon as the request is cancelled; a
-run routed to it meanwhile waits on the runner's lock, and its clock starts only when its
-own generate() begins (OpenVINORunner.run), so it never counts the end of this one.
+is set there; a replica running one request at a time runs its side in a child process
+(demo.engine.child_side, as `python app.py` does), which ends within a step while decoding
+and is killed within its grace while still reading a prompt, so the CPU is free about when
+Ray counts the replica free. A run routed to it meanwhile waits on the runner's lock, and
+its clock starts only when its own generate() begins, so it never counts the end of this one.
+(A batching replica's shared pipeline stays in process: its Stop lands at the next step.)
 
 No Ray here: the deployment (demo.serve.deployments) passes in how to load a runner and
 where it runs, so this is tested with a fake runner.

@@ -9,10 +9,15 @@ A visitor is their address where the app can trust one, refined by their Gradio 
   platform's own hops are on private addresses: so the visitor is the rightmost public
   (globally routable) entry, the one the platform's edge saw. What the client wrote is to
   its left and is never read.
+  An entry that is not an address stops that walk: what is left of it is the client's.
 - Behind the operator's own reverse proxy (--trust-forwarded-for): the rightmost entry, the
   one that proxy appended (a booth LAN's visitors may have private addresses).
-- Otherwise the peer's own address; a loopback peer (the operator, or a local proxy every
-  visitor comes through) names nobody, so it gives no address key.
+- Otherwise the peer's own address (a private one too: a booth LAN's visitor); a loopback
+  peer (the operator, or a local proxy every visitor comes through) names nobody, so it
+  gives no address key. uvicorn's own X-Forwarded-For trust is off (demo.web.site), so a
+  loopback peer cannot name an address by writing one.
+
+An IPv6 visitor is their /64; repeated X-Forwarded-For headers are read as one list, in order.
 
 The door (QueueDoor.install) sits in Gradio's Queue.push, where every queued event, from
 the page, gradio_client or a raw POST (by api_name or by fn_index, private or not), is
@@ -20,9 +25,11 @@ accepted or refused before it takes a place in line. A heavy event (race, fair, 
 chat turn and the step view after a race, replay, benchmark) takes its visitor's one claim
 (demo.engine.admission.Admission.claim) there, held until Gradio forgets the event; a
 second one is refused with HTTP 429 and a sentence. Every lane (concurrency id) may hold
-only so many waiting events, and visitors without a trustworthy address at most half of a
-lane, so no lane and no rotating script fills Gradio's one line (queue max_size) that
-every other event needs.
+only so many waiting events, one visitor at most half of a lane and visitors without a
+trustworthy address together at most half, counted wherever their events are, so no lane and
+no rotating script fills Gradio's one line (queue max_size) that every other event needs.
+The door looks an event's handler up without its session: Gradio's own lookup keeps state
+for whatever session a body names, refused or not.
 """
 
 from __future__ import annotations
@@ -139,10 +146,6 @@ def _key(address) -> str:
     return str(ipaddress.ip_network(f"{address}/64", strict=False))
 
 
-def address_key(keys) -> bool:
-    return any(k.startswith("address:") for k in keys)
-
-
 @dataclass
 class QueueDoor:
     """Per-visitor claims and per-lane bounds, checked when Gradio's queue accepts an event."""
@@ -151,7 +154,7 @@ class QueueDoor:
     admission: Admission
     lane_waiting: dict = field(default_factory=lambda: dict(LANE_WAITING))
     _heavy: dict = field(default_factory=dict)       # fn index -> what its job is called
-    _anonymous: dict = field(default_factory=dict)   # event id -> lane, of visitors without an address
+    _live: dict = field(default_factory=dict)        # event id -> (lane, its visitor's address key or None)
 
     def heavy(self, what: str, *events) -> None:
         """Mark events (what `.click(...)` returned) as heavy jobs that take their visitor's claim."""
@@ -166,7 +169,7 @@ class QueueDoor:
             from fastapi import HTTPException
 
             try:
-                claim, event, anonymous = self._admit(queue, body, request)
+                claim, event, owner = self._admit(queue, body, request)
             except Refused as e:
                 raise HTTPException(status_code=429, detail=str(e)) from None
             ok = False
@@ -176,35 +179,39 @@ class QueueDoor:
                 if not ok and claim is not None:
                     claim.release()
             event["id"] = event_id
-            if anonymous and ok:
-                self._anonymous[event_id] = fn_lane(queue, body)
+            if ok and "lane" in event:
+                self._live[event_id] = (event["lane"], owner)
             return ok, event_id, state
 
         queue.push = push
 
     def _admit(self, queue, body, request):
-
         fn = fn_of(queue, body)
         if fn is None:
-            return None, {}, False  # Gradio's own push answers an unknown event
+            return None, {}, None  # Gradio's own push answers an unknown event
         lane = fn.concurrency_id
         keys = self.ids.keys_of_scope(request.scope, body.session_hash)
-        anonymous = not address_key(keys)
+        owner = next((k for k in keys if k.startswith("address:")), None)
         waiting = self._waiting(queue, lane)
         events = queue.event_ids_to_events
-        self._anonymous = {e: l for e, l in self._anonymous.items() if e in events}  # Gradio forgot the rest
+        self._live = {e: v for e, v in self._live.items() if e in events}  # Gradio forgot the rest
         cap = self.lane_waiting.get(lane, DEFAULT_WAITING)
         if len(waiting) >= cap:
             raise Refused(f"{len(waiting)} requests of this kind are already waiting; try again in a minute.")
-        # Callers without an address hold at most half a lane, counted wherever their events are:
-        # in Gradio's line, or started and waiting in the engine's admission (a race handler is free
-        # to start long before the machine is).
-        if anonymous and sum(l == lane for l in self._anonymous.values()) >= (cap + 1) // 2:
+        # One visitor's events in a lane, and those of all callers without an address together, are
+        # counted wherever they are: in Gradio's line, or started and waiting in the engine's
+        # admission (a race handler is free to start long before the machine is). A visitor holds
+        # at most half a lane (one export, one replay: rotating sessions change nothing), and the
+        # callers without an address together half of it.
+        mine = sum(v == (lane, owner) for v in self._live.values())
+        if owner is None and mine >= (cap + 1) // 2:
             raise Refused("Too many requests of this kind are waiting; try again in a minute.")
+        if owner is not None and mine >= max(1, cap // 2):
+            raise Refused("You already have requests of this kind waiting; wait for them to finish.")
         what = self._heavy.get(fn._id)
-        event: dict = {}  # its id, once Gradio's push has made the event
+        event: dict = {"lane": lane}  # and its id, once Gradio's push has made the event
         if what is None:
-            return None, event, anonymous
+            return None, event, owner
 
         def alive() -> bool:  # until Gradio forgets its event (finished, cancelled, client gone)
             return "id" not in event or event["id"] in events
@@ -215,7 +222,7 @@ class QueueDoor:
         except VisitorBusy as e:
             raise Refused(str(e)) from None
         request.scope[SCOPE_KEY] = claim
-        return claim, event, anonymous
+        return claim, event, owner
 
 
     @staticmethod
@@ -236,11 +243,6 @@ def fn_of(queue, body):
     if body.fn_index is not None:
         return fns.get(body.fn_index) if isinstance(body.fn_index, int) else None
     return None  # Gradio's push refuses an event without a function index
-
-
-def fn_lane(queue, body) -> Optional[str]:
-    fn = fn_of(queue, body)
-    return fn.concurrency_id if fn is not None else None
 
 
 class Refused(Exception):
