@@ -23,20 +23,21 @@ from demo.web.visitors import VisitorIds
 
 def make_demo(preset=None, models=None, cache_dir=None, allow_downloads=False, bench=True, warm=True,
               calibrate=False, report=lambda message: None, kiosk=False, idle_seconds=45.0, keep_prompts=False,
-              trust_forwarded_for=False):
+              trust_forwarded_for=False, visitors_per_address=1):
     """Build the page; with `warm`, start preparing and loading the default pair right away.
 
     `kiosk`: large type, settings hidden, and an attract loop that races the preset's next
     example after `idle_seconds` without input (demo.web.kiosk); `keep_prompts`: store
     visitors' prompt text on the scoreboard (otherwise only "visitor"); `trust_forwarded_for`:
-    a reverse proxy of the operator's sets X-Forwarded-For, so it names each visitor's address.
+    a reverse proxy of the operator's sets X-Forwarded-For, so it names each visitor's address;
+    `visitors_per_address`: how many visitors one address stands for (a venue behind one NAT).
     """
     arena = Arena.create(models, cache_dir, allow_downloads=allow_downloads)
     if preset is not None:
         arena.presets.get(preset)  # an unknown name fails here, with the list of choices
         arena.presets = arena.presets.model_copy(update={"default": preset})
     booth = Booth(kiosk=kiosk, idle_seconds=idle_seconds, keep_prompts=keep_prompts)
-    demo = site.assemble(arena, booth, VisitorIds.from_environment(trust_forwarded_for),
+    demo = site.assemble(arena, booth, VisitorIds.from_environment(trust_forwarded_for, visitors_per_address),
                          bench_enabled=bench and not kiosk)
     if warm:
         arena.start_background_warmup(report, calibrator=LaunchCalibrator() if calibrate else None)
@@ -82,6 +83,10 @@ def main(argv=None) -> int:
                     help="behind your own reverse proxy: limit each visitor by the address it appends to "
                          "X-Forwarded-For (default: by the connecting address, and on a Space by the platform's "
                          "entry; a loopback peer names nobody, so its visitors share one allowance)")
+    ap.add_argument("--visitors-per-address", type=int, default=1, metavar="N",
+                    help="a venue whose visitors share one public address (a conference NAT in front of a "
+                         "Space): let each address hold N jobs at once and N times each per-visitor allowance "
+                         "(default 1, at most 64)")
     ap.add_argument("--no-calibrate", dest="calibrate", action="store_false",
                     help="skip measuring this machine once after the first prepare (demo.calibrate)")
     args = ap.parse_args(argv)
@@ -90,7 +95,8 @@ def main(argv=None) -> int:
         demo = make_demo(args.preset, args.models, args.cache_dir, allow_downloads=args.allow_downloads,
                          bench=args.bench, calibrate=args.calibrate, report=_terminal_progress,
                          kiosk=args.kiosk, idle_seconds=args.idle_seconds, keep_prompts=args.keep_prompts,
-                         trust_forwarded_for=args.trust_forwarded_for)
+                         trust_forwarded_for=args.trust_forwarded_for,
+                         visitors_per_address=args.visitors_per_address)
         launch(demo, args.host, args.port, args.share)
         return 0
 

@@ -1064,6 +1064,14 @@ MUTATIONS = [
         ("tests/test_admission.py::test_claims_of_rotating_sessions_whose_jobs_ended_leave_no_key_behind",),
     ),
     Mutation(
+        "strangers 4: a shared address holds any number of jobs",
+        "with --visitors-per-address, one address rotating sessions takes every handler",
+        "demo/web/visitors.py",
+        "            if jobs >= self.ids.per_address:",
+        "            if False:",
+        ("tests/test_visitors.py::test_a_shared_address_holds_as_many_jobs_as_the_operator_allows_and_each_session_one",),
+    ),
+    Mutation(
         "strangers 4: a child side has no deadline",
         "a hung child holds the machine for ever",
         "demo/engine/child_side.py",

@@ -111,6 +111,8 @@ BAD = [
     ("truncated", lambda: recording.dumps(make())[:300], "not valid JSON"),
     ("not UTF-8", lambda: b"\xff\xfe{}", "not UTF-8 text"),
     ("NaN", lambda: recording.dumps(make()).replace(b'"seconds":', b'"seconds":NaN,"x":', 1), "NaN or Infinity"),
+    ("a 5,000-digit integer", lambda: recording.dumps(make()).replace(b'"seconds":', b'"seconds":' + b"9" * 5000
+                                                                      + b',"x":', 1), "a number far too long"),
     ("nested", lambda: b"[" * 200_000 + b"]" * 200_000, "nested too deeply"),
     ("not a recording", lambda: b'{"hello": "world"}', "not a speculative-arena recording"),
     ("a list", lambda: b"[1, 2, 3]", "not a speculative-arena recording"),

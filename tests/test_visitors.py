@@ -194,3 +194,67 @@ def test_repeated_forwarded_headers_are_read_as_one_list_in_order():
     assert forwarded_for(headers) == "6.6.6.6,1.2.3.4, 93.184.216.34"
     scope = {"client": ("10.16.3.80", 1), "headers": headers}
     assert VisitorIds(on_space=True).keys_of_scope(scope) == ("address:93.184.216.34",)
+
+
+# -- the door, on a stand-in for Gradio's queue ------------------------------------------------
+
+class StandInQueue:
+    """What the door reads of Gradio's Queue: its handlers, the events it holds, its lines."""
+
+    def __init__(self, fns: dict):
+        from types import SimpleNamespace
+
+        self.blocks = SimpleNamespace(fns=fns)
+        self.event_ids_to_events: dict = {}
+        self.event_queue_per_concurrency_id: dict = {}
+        self._n = 0
+
+    async def push(self, body, request, username):
+        self._n += 1
+        event_id = f"event-{self._n}"
+        self.event_ids_to_events[event_id] = object()  # held until the test "finishes" it
+        return True, event_id, "success"
+
+
+def knock(door, queue, fn_index: int, session: str, address: str):
+    """One queue/join through the door: (accepted, event id or the refusal's sentence)."""
+    import asyncio
+    from types import SimpleNamespace
+
+    from fastapi import HTTPException
+
+    body = SimpleNamespace(fn_index=fn_index, session_hash=session)
+    request = SimpleNamespace(scope={"client": ("10.16.3.80", 1), "headers": [(b"x-forwarded-for", address.encode())]})
+    try:
+        ok, event_id, _ = asyncio.run(queue.push(body, request, None))
+        return ok, event_id
+    except HTTPException as e:
+        return False, e.detail
+
+
+def test_a_shared_address_holds_as_many_jobs_as_the_operator_allows_and_each_session_one():
+    from types import SimpleNamespace
+
+    from demo.web.visitors import QueueDoor
+
+    race = SimpleNamespace(_id=0, concurrency_id="race")
+    queue = StandInQueue({0: race})
+    door = QueueDoor(VisitorIds(on_space=True, per_address=2), Admission())
+    door.heavy("a race", {"id": 0})
+    door.install(SimpleNamespace(_queue=queue))
+    venue = "93.184.216.80"  # one NAT address, a crowd behind it
+    first, second = knock(door, queue, 0, "s1", venue), knock(door, queue, 0, "s2", venue)
+    assert first[0] and second[0]
+    assert knock(door, queue, 0, "s3", venue) == (
+        False, "This address already has 2 jobs running or waiting, the most it may hold at once; wait for one to finish.")
+    assert knock(door, queue, 0, "s4", "93.184.216.81")[0]  # another address is not touched
+    del queue.event_ids_to_events[first[1]]  # the first job ends
+    assert knock(door, queue, 0, "s2", venue) == (False, BUSY)  # a session still holds its own one job
+    assert knock(door, queue, 0, "s3", venue)[0]
+    # One visitor per address (the default): a second session at the same address is refused.
+    single = StandInQueue({0: race})
+    door = QueueDoor(VisitorIds(on_space=True), Admission())
+    door.heavy("a race", {"id": 0})
+    door.install(SimpleNamespace(_queue=single))
+    assert knock(door, single, 0, "s1", venue)[0]
+    assert knock(door, single, 0, "s2", venue) == (False, BUSY)

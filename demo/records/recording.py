@@ -294,8 +294,10 @@ def load_bytes(data: bytes) -> Recording:
     except json.JSONDecodeError as e:
         raise RecordingError(f"This recording is not valid JSON at line {e.lineno} (it may be cut short); "
                              f"{WHAT_TO_DO}.") from None
-    except ValueError:  # NaN or Infinity, which JSON does not have
+    except _Constant:  # NaN or Infinity, which JSON does not have
         raise RecordingError(f"This recording holds NaN or Infinity, which recordings never do; {WHAT_TO_DO}.") from None
+    except ValueError:  # an integer of over 4,300 digits (Python's own limit on reading one)
+        raise RecordingError(f"This recording holds a number far too long for a recording; {WHAT_TO_DO}.") from None
     except RecursionError:
         raise RecordingError(f"This file is nested too deeply to be a recording; {WHAT_TO_DO}.") from None
     if not isinstance(raw, dict) or raw.get("format") != FORMAT:
@@ -322,8 +324,12 @@ def load(path: Union[str, Path]) -> Recording:
     return load_bytes(read_capped(path))
 
 
+class _Constant(ValueError):
+    """NaN, Infinity or -Infinity in the text: JSON has none, Python's parser reads them."""
+
+
 def _no_constants(name: str):
-    raise ValueError(f"{name} is not a number a recording may hold")
+    raise _Constant(f"{name} is not a number a recording may hold")
 
 
 def _first_problem(e: ValidationError) -> str:

@@ -157,7 +157,8 @@ class Page:
 
     async def __init__(self, race, preset: Optional[str] = None, models: Optional[str] = None,
                        cache_dir: Optional[str] = None, allow_downloads: bool = False, kiosk: bool = False,
-                       idle_seconds: float = 45.0, keep_prompts: bool = False, trust_forwarded_for: bool = False):
+                       idle_seconds: float = 45.0, keep_prompts: bool = False, trust_forwarded_for: bool = False,
+                       visitors_per_address: int = 1):
         _quiet()
         from .page import build_page
         from .remote import RemoteArena
@@ -168,7 +169,7 @@ class Page:
             self.arena.presets.get(preset)
             self.arena.presets = self.arena.presets.model_copy(update={"default": preset})
         self.demo = build_page(self.arena, kiosk=kiosk, idle_seconds=idle_seconds, keep_prompts=keep_prompts,
-                               trust_forwarded_for=trust_forwarded_for)
+                               trust_forwarded_for=trust_forwarded_for, visitors_per_address=visitors_per_address)
 
     def __serve_build_asgi_app__(self):
         from .page import build_asgi
@@ -181,7 +182,8 @@ DEPLOYMENTS = {"Baseline": Pipeline, "Speculative": Pipeline, "Race": Race, "Pag
 
 def build_app(args: Optional[dict] = None, deployments: Optional[dict] = None):
     """The application: `args` (serve.yaml's `args`: preset, models, cache_dir, allow_downloads,
-    memory_budget_gb, max_pipelines, kiosk, idle_seconds, keep_prompts, trust_forwarded_for);
+    memory_budget_gb, max_pipelines, kiosk, idle_seconds, keep_prompts, trust_forwarded_for,
+    visitors_per_address);
     `deployments` maps a deployment's name to its options (serve.yaml's `deployments`, for
     `python -m demo.serve`; `serve run serve.yaml` applies them itself)."""
     args = dict(args or {})
@@ -202,7 +204,8 @@ def build_app(args: Optional[dict] = None, deployments: Optional[dict] = None):
     page_args = dict(common, kiosk=bool(args.get("kiosk", False)),
                      idle_seconds=float(args.get("idle_seconds", 45.0)),
                      keep_prompts=bool(args.get("keep_prompts", False)),
-                     trust_forwarded_for=bool(args.get("trust_forwarded_for", False)))
+                     trust_forwarded_for=bool(args.get("trust_forwarded_for", False)),
+                     visitors_per_address=int(args.get("visitors_per_address") or 1))
     return Page.options(**options("Page")).bind(race, **page_args)
 
 

@@ -19,7 +19,7 @@ SESSION_COOKIE = "arena_session"
 
 
 def build_page(arena, kiosk: bool = False, idle_seconds: float = 45.0, keep_prompts: bool = False,
-               trust_forwarded_for: bool = False):
+               trust_forwarded_for: bool = False, visitors_per_address: int = 1):
     """The arena's page over `arena` (a Backend: an Arena or a RemoteArena), assembled where
     `python app.py` assembles its own (demo.web.site), with the same door, queue and limits. The
     Benchmark tab is left out: it measures one machine, not a cluster."""
@@ -28,7 +28,8 @@ def build_page(arena, kiosk: bool = False, idle_seconds: float = 45.0, keep_prom
     from ..web.visitors import VisitorIds
 
     booth = Booth(kiosk=kiosk, idle_seconds=idle_seconds, keep_prompts=keep_prompts)
-    return site.assemble(arena, booth, VisitorIds.from_environment(trust_forwarded_for), bench_enabled=False)
+    ids = VisitorIds.from_environment(trust_forwarded_for, visitors_per_address)
+    return site.assemble(arena, booth, ids, bench_enabled=False)
 
 
 def build_asgi(demo):

@@ -65,7 +65,7 @@ class BodyLimit:
                  clock: Callable[[], float] = time.monotonic, sessions: Optional[Sessions] = None):
         self.app = app
         self.ids = visitor_ids or VisitorIds()
-        self.sessions = sessions or Sessions(clock)
+        self.sessions = sessions or Sessions(clock, self.ids.per_address)
         self.max_body = max_body
         self.clock = clock
         self._lock = threading.Lock()
@@ -130,7 +130,8 @@ class BodyLimit:
             if bucket is None:
                 if len(self._buckets) > 10_000:  # forget idle visitors: their buckets are full again anyway
                     self._buckets = {k: b for k, b in self._buckets.items() if now - b.t < 60}
-                rate, burst = (LIGHT_RATE, LIGHT_BURST) if address else (ANONYMOUS_RATE, ANONYMOUS_BURST)
+                share = self.ids.per_address
+                rate, burst = (LIGHT_RATE * share, LIGHT_BURST * share) if address else (ANONYMOUS_RATE, ANONYMOUS_BURST)
                 bucket = self._buckets[address or ""] = Bucket(rate, burst, now)
             return bucket.take(now)
 
@@ -149,7 +150,7 @@ class BodyLimit:
                     times.popleft()
                 if not times:
                     del self._uploads[key]
-            cap = UPLOADS_PER_VISITOR if address is not None else UPLOADS_ANONYMOUS
+            cap = UPLOADS_PER_VISITOR * self.ids.per_address if address is not None else UPLOADS_ANONYMOUS
             if len(self._uploads.get(address or "", ())) >= cap:
                 return (f"You have uploaded {cap} files in the last hour, the most this page "
                         "takes from one visitor; try again in an hour.")

@@ -70,8 +70,9 @@ def session_hash_refusal(session_hash) -> Optional[str]:
 class Sessions:
     """How many sessions each visitor has opened lately: new ones past the budget are refused."""
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic):
+    def __init__(self, clock: Callable[[], float] = time.monotonic, per_address: int = 1):
         self.clock = clock
+        self.per_address = per_address  # visitors one address stands for (VisitorIds.per_address)
         self._lock = threading.Lock()
         self._known: dict[str, float] = {}                       # session hash -> last seen
         self._opened: dict[str, deque] = defaultdict(deque)      # visitor address ("" none) -> times
@@ -88,7 +89,7 @@ class Sessions:
             opened = self._opened[address or ""]
             while opened and now - opened[0] > SESSION_WINDOW_S:
                 opened.popleft()
-            if len(opened) >= (NEW_SESSIONS_PER_VISITOR if address else NEW_SESSIONS_ANONYMOUS):
+            if len(opened) >= (NEW_SESSIONS_PER_VISITOR * self.per_address if address else NEW_SESSIONS_ANONYMOUS):
                 return "This address has opened more sessions than this page keeps; try again in a few minutes."
             opened.append(now)
             self._known[session_hash] = now
@@ -108,7 +109,7 @@ class RouteGuard:
     def __init__(self, app, visitor_ids: Optional[VisitorIds] = None, sessions: Optional[Sessions] = None):
         self.app = app
         self.ids = visitor_ids or VisitorIds()
-        self.sessions = sessions or Sessions()
+        self.sessions = sessions or Sessions(per_address=self.ids.per_address)
         self._open: dict[str, int] = defaultdict(int)
         self._lock = threading.Lock()
 
@@ -127,7 +128,7 @@ class RouteGuard:
             return await refuse(send, 429 if "opened" in refusal else 400, refusal)
         key = address or ""
         with self._lock:
-            if self._open[key] >= (MAX_OPEN_PER_VISITOR if address else MAX_OPEN_ANONYMOUS):
+            if self._open[key] >= (MAX_OPEN_PER_VISITOR * self.ids.per_address if address else MAX_OPEN_ANONYMOUS):
                 full = True
             else:
                 full = False

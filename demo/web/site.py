@@ -56,7 +56,7 @@ def assemble(arena: Backend, booth: Booth, ids: VisitorIds, bench_enabled: bool 
 
 def guards(demo) -> list:
     """The ASGI middleware every server puts in front of the page, outermost first."""
-    sessions = Sessions()
+    sessions = Sessions(per_address=demo.visitor_ids.per_address)
     return [Middleware(RouteGuard, visitor_ids=demo.visitor_ids, sessions=sessions),
             Middleware(BodyLimit, visitor_ids=demo.visitor_ids, sessions=sessions)]
 

@@ -39,6 +39,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Optional, Union
 
+from ..core.errors import DemoError
 from ..engine.admission import Admission, Ticket, VisitorBusy
 
 SPACE_ENV = "SPACE_ID"  # set by Hugging Face Spaces in every Space's container
@@ -53,10 +54,17 @@ DEFAULT_WAITING = 2
 class VisitorIds:
     trust_forwarded_for: bool = False  # the operator's proxy sets X-Forwarded-For; believe its last entry
     on_space: bool = False             # a Hugging Face Space: the platform's proxy sets X-Forwarded-For
+    # Visitors one address stands for (--visitors-per-address): a venue whose crowd reaches a
+    # Space through one NAT address gets that many jobs at once and that many times each
+    # per-visitor allowance, instead of one job for the whole room.
+    per_address: int = 1
 
     @classmethod
-    def from_environment(cls, trust_forwarded_for: bool = False) -> "VisitorIds":
-        return cls(trust_forwarded_for, on_space=bool(os.environ.get(SPACE_ENV)))
+    def from_environment(cls, trust_forwarded_for: bool = False, per_address: int = 1) -> "VisitorIds":
+        if not 1 <= per_address <= 64:
+            raise DemoError(f"--visitors-per-address must be between 1 and 64, not {per_address}; "
+                            "use 1 unless many visitors share one address.")
+        return cls(trust_forwarded_for, on_space=bool(os.environ.get(SPACE_ENV)), per_address=per_address)
 
     @property
     def public(self) -> bool:
@@ -155,6 +163,7 @@ class QueueDoor:
     lane_waiting: dict = field(default_factory=lambda: dict(LANE_WAITING))
     _heavy: dict = field(default_factory=dict)       # fn index -> what its job is called
     _live: dict = field(default_factory=dict)        # event id -> (lane, its visitor's address key or None)
+    _jobs: dict = field(default_factory=dict)        # event id -> address key, of heavy events of shared addresses
 
     def heavy(self, what: str, *events) -> None:
         """Mark events (what `.click(...)` returned) as heavy jobs that take their visitor's claim."""
@@ -181,6 +190,8 @@ class QueueDoor:
             event["id"] = event_id
             if ok and "lane" in event:
                 self._live[event_id] = (event["lane"], owner)
+            if ok and event.get("job"):
+                self._jobs[event_id] = owner
             return ok, event_id, state
 
         queue.push = push
@@ -195,6 +206,7 @@ class QueueDoor:
         waiting = self._waiting(queue, lane)
         events = queue.event_ids_to_events
         self._live = {e: v for e, v in self._live.items() if e in events}  # Gradio forgot the rest
+        self._jobs = {e: v for e, v in self._jobs.items() if e in events}
         cap = self.lane_waiting.get(lane, DEFAULT_WAITING)
         if len(waiting) >= cap:
             raise Refused(f"{len(waiting)} requests of this kind are already waiting; try again in a minute.")
@@ -212,6 +224,14 @@ class QueueDoor:
         event: dict = {"lane": lane}  # and its id, once Gradio's push has made the event
         if what is None:
             return None, event, owner
+        if self.ids.per_address > 1 and owner is not None:
+            # A shared address: its jobs are counted here, and each claim binds only its session.
+            jobs = sum(o == owner for o in self._jobs.values() if o is not None)
+            if jobs >= self.ids.per_address:
+                raise Refused(f"This address already has {jobs} jobs running or waiting, the most it may hold "
+                              "at once; wait for one to finish.")
+            keys = tuple(k for k in keys if k != owner)
+            event["job"] = True
 
         def alive() -> bool:  # until Gradio forgets its event (finished, cancelled, client gone)
             return "id" not in event or event["id"] in events
