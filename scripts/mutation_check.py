@@ -1051,7 +1051,7 @@ MUTATIONS = [
         "strangers 4: one address holds any number of streams",
         "300 idle streams from one script take the file descriptors and a cluster's request slots",
         "demo/web/routes.py",
-        "            if self._open[key] >= (MAX_OPEN_PER_VISITOR if address else MAX_OPEN_ANONYMOUS):",
+        "            if self._open[key] >= (MAX_OPEN_PER_VISITOR * self.ids.per_address if address else MAX_OPEN_ANONYMOUS):",
         "            if False:",
         ("tests/test_strangers_guards.py::test_one_address_cannot_hold_more_than_its_share_of_open_streams",),
     ),
