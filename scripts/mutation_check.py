@@ -1072,6 +1072,22 @@ MUTATIONS = [
         ("tests/test_visitors.py::test_a_shared_address_holds_as_many_jobs_as_the_operator_allows_and_each_session_one",),
     ),
     Mutation(
+        "numbers: the baseline falls back to the same format on paged attention",
+        "a stateful pick that is not clearly faster is replaced by a paged configuration slower than another one",
+        "demo/calibrate/cost_model.py",
+        "    fastest_paged = plain_choice(paged)\n",
+        "    fastest_paged = plain_choice({split_plain_key(pick['main_format'])[0]: paged.get(split_plain_key(pick['main_format'])[0]) or next(iter(paged.values()))})\n",
+        ("tests/test_calibrate.py::test_the_stateful_backend_runs_the_baseline_only_when_clearly_faster_in_every_pair",),
+    ),
+    Mutation(
+        "numbers: the page's fastest line is the largest median, not the baseline",
+        "the page names one configuration as fastest while the race's baseline runs another",
+        "demo/engine/calibration_words.py",
+        "        if measured is not None:\n            best = plain_key",
+        "        if False:\n            best = plain_key",
+        ("tests/test_calibrate.py::test_fair_mode_runs_on_the_fair_choice_where_models_yaml_says_auto",),
+    ),
+    Mutation(
         "strangers 4: a child side has no deadline",
         "a hung child holds the machine for ever",
         "demo/engine/child_side.py",

@@ -140,6 +140,21 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+# How soon Stop must reach the engine: a small fraction of the 1024-token story a Stop test cuts short.
+STOP_REACHES_ENGINE_S = 2.0
+
+
+def steps_after_stop(record) -> list:
+    """The chunks a run's engine made after it saw its stop flag (an engine_runs record, its run
+    ended): a child side's, from when the cancel reached it over its pipe (RunResult.stop_seen_at);
+    an in-process runner's, from when the flag went up. Judged by what the engine did after the
+    flag, not by when its chunks arrived, so a busy machine's slower delivery decides nothing."""
+    assert record.stop_set_at is not None, f"{record.side}: its stop flag never went up"
+    seen = record.result.stop_seen_at if record.result is not None else None
+    since = seen if seen is not None else record.stop_set_at
+    return [c for _, c in record.chunks if c.t > since]
+
+
 @pytest.fixture(scope="module")
 def engine_runs():
     """Every run of a real OpenVINO runner while the module's tests run, as the engine saw it:

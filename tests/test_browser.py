@@ -11,7 +11,7 @@ from urllib.parse import urlparse
 
 import pytest
 
-from .conftest import has_module, require
+from .conftest import STOP_REACHES_ENGINE_S, has_module, require, steps_after_stop
 
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 ARTIFACTS = Path(__file__).resolve().parent.parent / "artifacts"
@@ -227,8 +227,9 @@ def test_stop_freezes_both_panels_and_stops_the_engine_within_two_steps(page, en
     for side in ("baseline", "speculative"):
         run = last_run(engine_runs, side, STORY)
         assert run.done.wait(60), f"the {side} run did not end after Stop"  # hang guard
-        late = [c for t, c in run.chunks if t > stopped_at]
-        assert run.result.cancelled and len(late) <= 2, f"{side}: {len(late)} steps after Stop"
+        late = steps_after_stop(run)
+        assert run.result.cancelled and len(late) <= 2, f"{side}: {len(late)} steps after its engine saw Stop"
+        assert run.stop_set_at - stopped_at < STOP_REACHES_ENGINE_S, f"{side}: Stop raised no flag in time"
 
 
 def test_model_output_is_shown_as_text_not_html(page, engine_runs):

@@ -240,7 +240,7 @@ def test_a_forged_forwarded_header_from_a_loopback_peer_names_nobody(session_sto
 
 def test_csv_exports_from_rotating_sessions_take_one_place_and_another_visitor_still_exports(page, monkeypatch):
     """The export lane holds 2 waiting; before, one address rotating its session took both and
-    every other visitor's export was refused. The export is held running (its handler blocks)
+    every other visitor's export was refused; now it holds one besides its running one. The export is held running (its handler blocks)
     so what waits behind it can be counted."""
     demo, url, _ = page
     index = next(i for i, fn in demo.fns.items() if getattr(fn.fn, "__name__", None) == "export_csv")
@@ -261,9 +261,10 @@ def test_csv_exports_from_rotating_sessions_take_one_place_and_another_visitor_s
         first = export("93.184.216.60")
         assert first[0] == 200, first
         assert entered.wait(30)
-        again = [export("93.184.216.60") for _ in range(3)]
-        assert {(code, detail(text)) for code, text in again} == {
-            (429, "You already have requests of this kind waiting; wait for them to finish.")}
-        assert export(VISITOR)[0] == 200  # another visitor's export takes its place in line
+        again = [export("93.184.216.60") for _ in range(3)]  # one may wait behind its running one
+        assert [(code, detail(text)) for code, text in again][1:] == [
+            (429, "You already have requests of this kind waiting; wait for them to finish.")] * 2
+        assert again[0][0] == 200
+        assert export(VISITOR)[0] == 200  # another visitor's export takes the lane's other place in line
     finally:
         held.set()

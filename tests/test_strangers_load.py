@@ -222,7 +222,7 @@ def test_callers_without_an_address_hold_at_most_half_the_race_lane_wherever_the
         busy.release()
     accepted = [a for code, a in answers if code == 200]
     refused = {(code, a.get("detail")) for code, a in answers if code != 200}
-    assert len(accepted) == (LANE_WAITING["race"] + 1) // 2, (len(accepted), refused)
+    assert len(accepted) == (LANE_WAITING["race"] + 1) // 2 + 1, (len(accepted), refused)  # and one may run
     assert refused == {(429, "Too many requests of this kind are waiting; try again in a minute.")}
     streams = []
     for a in accepted:

@@ -127,16 +127,20 @@ STATEFUL_MARGIN = 0.05
 
 
 def paged_unless_clearly_slower(pick: dict, rates: dict) -> dict:
-    """plain_choice's pick, unless it is a format on the stateful backend that did not beat
-    the same format on paged attention by STATEFUL_MARGIN in every paired sample: then that
-    format on paged attention, counted among the ties. "stateful_ratios": the pairs read."""
-    fmt, attention = split_plain_key(pick["main_format"])
-    if attention == "PA" or not rates.get(fmt):
+    """plain_choice's pick, unless it is a configuration on the stateful backend that did not
+    beat the fastest configuration on paged attention by STATEFUL_MARGIN in every paired
+    sample: then that paged configuration (the fastest of them, not the pick's own format on
+    paged attention, which may be slower than another format there), counted among the ties.
+    "stateful_ratios": the pairs read."""
+    _, attention = split_plain_key(pick["main_format"])
+    paged = {k: v for k, v in rates.items() if v and split_plain_key(k)[1] == "PA"}
+    if attention == "PA" or not paged:
         return pick
-    ratios = [s / p for s, p in zip(rates[pick["main_format"]], rates[fmt]) if p > 0]
+    fastest_paged = plain_choice(paged)
+    ratios = [s / p for s, p in zip(rates[pick["main_format"]], rates[fastest_paged["main_format"]]) if p > 0]
     if ratios and min(ratios) >= 1 + STATEFUL_MARGIN:
         return {**pick, "stateful_ratios": ratios}
-    return {"main_format": fmt, "baseline_tok_s": median(rates[fmt]), "ties": list(dict.fromkeys([*pick["ties"], fmt])),
+    return {**fastest_paged, "ties": list(dict.fromkeys([*pick["ties"], *fastest_paged["ties"]])),
             "stateful_ratios": ratios}
 
 

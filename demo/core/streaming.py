@@ -45,6 +45,10 @@ class RunResult:
     chunks: list[Chunk] = field(default_factory=list)
     cancelled: bool = False
     error: Optional[str] = None
+    # When the side's engine saw its stop flag (perf_counter, one clock for every process on
+    # the machine): a child side's, when the cancel arrived over its pipe; None where the run
+    # reads the caller's flag itself (in-process runners) or was never stopped.
+    stop_seen_at: Optional[float] = None
     # Figures OpenVINO itself reports (perf_metrics / extended_perf_metrics); None when absent.
     ov_generated_tokens: Optional[int] = None
     ov_ttft_ms: Optional[float] = None

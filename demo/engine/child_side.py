@@ -310,11 +310,14 @@ def _child_main(fd: int) -> None:
 
     commands: "queue.Queue" = queue.Queue()
     cancel = threading.Event()
+    cancel_seen: list = [None]  # when this run's cancel arrived (RunResult.stop_seen_at)
 
     def read_commands() -> None:  # in order, so a cancel always lands before the next run
         for line in sys.stdin:
             message = json.loads(line)
             if "cancel" in message:
+                if not cancel.is_set():
+                    cancel_seen[0] = time.perf_counter()
                 cancel.set()
             else:
                 commands.put(message)
@@ -335,6 +338,7 @@ def _child_main(fd: int) -> None:
     while True:
         message = commands.get()
         cancel.clear()
+        cancel_seen[0] = None
         run = message["run"]
 
         def on_chunk(chunk: Chunk) -> bool:
@@ -351,6 +355,8 @@ def _child_main(fd: int) -> None:
         except Exception as e:  # a bug: the side fails with the usual sentence, the child lives on
             send("error", unexpected(f"the {load['side']} side", e))
             continue
+        if cancel.is_set():
+            result.stop_seen_at = cancel_seen[0]
         send("done", {k: v for k, v in asdict(result).items() if k in known and k != "chunks"})
 
 

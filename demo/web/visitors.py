@@ -212,13 +212,15 @@ class QueueDoor:
             raise Refused(f"{len(waiting)} requests of this kind are already waiting; try again in a minute.")
         # One visitor's events in a lane, and those of all callers without an address together, are
         # counted wherever they are: in Gradio's line, or started and waiting in the engine's
-        # admission (a race handler is free to start long before the machine is). A visitor holds
-        # at most half a lane (one export, one replay: rotating sessions change nothing), and the
-        # callers without an address together half of it.
+        # admission (a race handler is free to start long before the machine is). Besides the one
+        # that may be running, a visitor holds at most half a lane's waiting places (one export,
+        # one replay: rotating sessions change nothing), and the callers without an address
+        # together half of them. (Gradio forgets a finished event a moment after its client
+        # reads the answer: the running one's allowance also covers a click right after it.)
         mine = sum(v == (lane, owner) for v in self._live.values())
-        if owner is None and mine >= (cap + 1) // 2:
+        if owner is None and mine >= (cap + 1) // 2 + 1:
             raise Refused("Too many requests of this kind are waiting; try again in a minute.")
-        if owner is not None and mine >= max(1, cap // 2):
+        if owner is not None and mine >= max(1, cap // 2) + 1:
             raise Refused("You already have requests of this kind waiting; wait for them to finish.")
         what = self._heavy.get(fn._id)
         event: dict = {"lane": lane}  # and its id, once Gradio's push has made the event
