@@ -412,14 +412,6 @@ MUTATIONS = [
         ("tests/test_race_logic.py::test_stop_cancels_both_sides_within_one_step",),
     ),
     Mutation(
-        "race: speculative side ignores Stop (page)",
-        "the same, caught through the page: Stop pressed via gradio_client",
-        "demo/engine/race.py",
-        "        return not stop.is_set()",
-        "        return runner.side == \"speculative\" or not stop.is_set()",
-        ("tests/test_app.py::test_stop_cancels_within_two_steps_and_the_page_stays_usable",),
-    ),
-    Mutation(
         "pipelines: the streamer never cancels generate()",
         "Stop reaches the runner, but OpenVINO generates to the end",
         "demo/engine/openvino_runner.py",
