@@ -1167,3 +1167,22 @@ def test_the_activation_precision_is_measured_and_ties_keep_f32(result):
     assert all(0.2 < r < 5 for r in chosen.baseline_ratios + chosen.speculative_ratios)
     if chosen.choice != "f32":  # only a measured win beyond the tie replaces the prior
         assert min(chosen.baseline_ratio, chosen.speculative_ratio) < 1 - precision.TIE
+
+
+def test_a_configuration_4_to_6_percent_slower_in_the_median_pair_is_not_a_tie():
+    # The bound is 3 %: 0.955 of the best in the median pair is out, 0.975 is in (a bound of 6 %
+    # would call both ties, and race a baseline slower than the machine's best).
+    best = [20.0, 20.0, 20.0]
+    assert not cost_model.ties_with([19.1, 19.1, 19.1], best)
+    assert cost_model.ties_with([19.5, 19.5, 19.5], best)
+
+
+def test_a_main_format_that_agrees_with_the_original_on_70_percent_of_tokens_is_refused():
+    from demo.calibrate import measure as calibrate_measure
+
+    reference = [[1, 2, 3, 4, 5, 6, 7, 8, 9, 10]]
+    reads = {"gguf": reference, "int4_sym": [[1, 2, 3, 4, 5, 6, 7, 0, 0, 0]], "int8": [[1, 2, 3, 4, 5, 6, 7, 8, 9, 0]]}
+    said = []
+    quality, too_far, _ = calibrate_measure.quality_gate(reads, ["gguf", "int4_sym", "int8"], {}, said.append)
+    assert quality["int4_sym"] == 0.7 and quality["int8"] == 0.9
+    assert [line.split(" agrees")[0] for line in too_far] == ["main int4_sym"]  # 90 % is the bar: int8 passes

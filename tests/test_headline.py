@@ -43,3 +43,8 @@ def test_against_the_fastest_plain_engine_of_each_sample():
     assert [r["tokens"] for r in rows] == [30, 30]
     assert [r["fastest"] for r in rows] == ["pa", "sdpa"]
     assert [r["ratio"] for r in rows] == [pytest.approx(2.0), pytest.approx(1.25)]
+
+
+def test_the_spread_of_paired_ratios_is_their_median_not_their_mean():
+    # One disturbed pair (a machine's drift) must not move the figure a headline reports.
+    assert h.spread([1.0, 1.1, 9.0]) == {"median": 1.1, "min": 1.0, "max": 9.0, "n": 3}

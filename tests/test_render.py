@@ -50,3 +50,30 @@ def test_chart_has_a_line_per_side_and_histogram_counts_steps():
     hist = acceptance_histogram_svg([chunk(SPECULATIVE, [1], "a"), chunk(SPECULATIVE, [2, 3], "bc", "b"),
                                      chunk(SPECULATIVE, [4, 5], "de", "d"), chunk(SPECULATIVE, [6], "f")])
     assert hist.count("<rect") == 2  # steps that accepted 0 and 1 tokens
+
+
+def test_why_names_the_fastest_configuration_without_a_draft_and_the_reference():
+    from demo.core.explain import explain
+    from demo.core.streaming import RunResult
+    from demo.web.render import why_html
+
+    why = explain(RunResult("baseline", 0.0, 1.0), RunResult("speculative", 0.0, 1.0), 1.5, 4,
+                  calibration={"fastest_alone": "int4_sym main alone, 14.0 tok/s", "reference": "llama.cpp, 12 tok/s"})
+    text = unescape(re.sub(r"<[^>]+>", " ", why_html(why)))
+    assert "Fastest configuration without a draft on this machine: int4_sym main alone, 14.0 tok/s." in text
+    assert "Reference: llama.cpp, 12 tok/s." in text
+
+
+def test_the_verdict_line_puts_the_speculative_rate_first_as_its_speedup_reads():
+    from types import SimpleNamespace
+
+    from demo.web.render import summary_html
+
+    class Summary(SimpleNamespace):  # what the line needs of demo.engine.arena.Summary; the rest absent
+        def __getattr__(self, name):
+            return None
+
+    summary = Summary(speedup=1.5, speculative=SimpleNamespace(tokens_per_s=30.0, steps=0, accepted=0),
+                      baseline=SimpleNamespace(tokens_per_s=20.0), verdict="identical", errors={}, how="")
+    text = unescape(re.sub(r"<[^>]+>", "", summary_html(summary)))
+    assert "1.50× speedup (30.0 vs 20.0 tok/s)" in text  # speculative ÷ baseline, in that order
