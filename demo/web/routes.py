@@ -55,8 +55,6 @@ def allowed(path: str) -> bool:
     if path.startswith("/gradio_api/file="):  # only the files the page hands out, never a URL to fetch
         target = unquote(path[len("/gradio_api/file="):]).lstrip().lower()
         return not target.startswith(("http:", "https:", "//", "\\\\"))
-    if path.startswith("/gradio_api/run/"):
-        return True
     return ".." not in path
 
 
