@@ -29,6 +29,7 @@ import threading
 import time
 from collections import deque
 from dataclasses import asdict, fields
+from statistics import median
 from typing import Callable, Optional
 
 from ..core import isolation
@@ -114,18 +115,17 @@ class ChildSide(PromptChecks):
         """As OpenVINORunner.run, in the child. Setting `stop` cancels the run; a side that has
         not answered STOP_GRACE_S later (still in its prefill) is killed, and its result is
         what it streamed so far, marked cancelled."""
-        self.check_prompt(prompt, settings)
+        prompt_tokens = self.check_prompt(prompt, settings)
         with self._lock:
             if not self.alive():
                 raise DemoError(f"The {self.side} pipeline is no longer loaded; press Run again to load it.")
             try:
-                return self._run(prompt, settings, on_chunk, on_start, stop)
+                return self._run(prompt, prompt_tokens, settings, on_chunk, on_start, stop)
             finally:
                 if self._closing:  # evicted while it ran: let go of its memory now
                     self._kill()
 
-    def _run(self, prompt, settings, on_chunk, on_start, stop) -> RunResult:
-        prompt_tokens = self.count_tokens(self.template(prompt))
+    def _run(self, prompt, prompt_tokens: int, settings, on_chunk, on_start, stop) -> RunResult:
         self._send({"run": {"prompt": prompt, "settings": asdict(settings)}})
         finished = threading.Event()
         if stop is not None:
@@ -155,6 +155,7 @@ class ChildSide(PromptChecks):
         cancelled_at: Optional[float] = None
         sent = last = time.perf_counter()
         gaps: list[float] = []
+        allowed = max(FIRST_TOKEN_FLOOR_S, FIRST_TOKEN_PREFILLS * prompt_tokens * (self._prefill_s_per_token or 0.0))
         while True:
             now = time.perf_counter()
             if cancelled_at is None and stop is not None and stop.is_set():
@@ -162,7 +163,6 @@ class ChildSide(PromptChecks):
             if cancelled_at is not None and now - cancelled_at > self._stop_grace():
                 self._kill()  # still in its prompt: the CPU is given back now, the next run reloads
                 return RunResult(self.side, start=started or now, end=now, chunks=chunks, cancelled=True)
-            allowed = self._first_token_deadline(prompt_tokens) if not chunks else self._step_deadline(gaps)
             if cancelled_at is None and now - last > allowed:
                 self._kill()
                 return RunResult(self.side, start=started or now, end=now, chunks=chunks,
@@ -189,12 +189,15 @@ class ChildSide(PromptChecks):
                 elif prompt_tokens:
                     self._prefill_s_per_token = (arrived - sent) / prompt_tokens
                 last = arrived
+                # The next chunk's deadline, from this side's own step (this run's so far, else its last run's).
+                step = median(gaps) if gaps else self._step_s
+                allowed = max(STEP_FLOOR_S, STEP_DEADLINE_STEPS * (step or 0.0))
                 chunks.append(chunk)
                 if not on_chunk(chunk) and cancelled_at is None:
                     cancelled_at = self._cancel()
             elif kind == "done":
                 if gaps:
-                    self._step_s = sorted(gaps)[len(gaps) // 2]
+                    self._step_s = median(gaps)
                 result = RunResult(**{k: v for k, v in payload.items() if k != "chunks"})
                 result.chunks = chunks
                 return result
@@ -203,14 +206,6 @@ class ChildSide(PromptChecks):
 
     def _stop_grace(self) -> float:
         return max(STOP_GRACE_S, STOP_GRACE_STEPS * (self._step_s or 0.0))
-
-    def _first_token_deadline(self, prompt_tokens: int) -> float:
-        known = FIRST_TOKEN_PREFILLS * prompt_tokens * (self._prefill_s_per_token or 0.0)
-        return max(FIRST_TOKEN_FLOOR_S, known)
-
-    def _step_deadline(self, gaps: list) -> float:
-        step = sorted(gaps)[len(gaps) // 2] if gaps else self._step_s
-        return max(STEP_FLOOR_S, STEP_DEADLINE_STEPS * (step or 0.0))
 
     def _cancel(self) -> float:
         try:

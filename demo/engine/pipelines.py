@@ -252,9 +252,11 @@ class PromptChecks:
     def count_tokens(self, text: str) -> int:
         return count_tokens(self.tokenizer, text)
 
-    def check_prompt(self, prompt, settings: GenerationSettings) -> None:
-        check_fits(self.side, self.count_tokens(self.template(prompt)), settings,
-                   self.max_context, self.max_prompt, self.kv_tokens)
+    def check_prompt(self, prompt, settings: GenerationSettings) -> int:
+        """Refuse a prompt that does not fit (DemoError); return its templated length in tokens."""
+        tokens = self.count_tokens(self.template(prompt))
+        check_fits(self.side, tokens, settings, self.max_context, self.max_prompt, self.kv_tokens)
+        return tokens
 
 
 class SideInTurn(PromptChecks):

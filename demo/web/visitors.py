@@ -109,22 +109,15 @@ class VisitorIds:
         under that claim), else the visitor's keys (None: called in-process, limited by nothing)."""
         if request is None:
             return ()
-        inner = getattr(request, "request", None)
-        claim = getattr(inner, "scope", {}).get(SCOPE_KEY) if inner is not None else None
-        if claim is not None:
-            return claim
-        headers = getattr(request, "headers", None) or {}
-        client = getattr(request, "client", None)
-        getlist = getattr(headers, "getlist", None)
-        forwarded = ",".join(getlist("x-forwarded-for")) if getlist else headers.get("x-forwarded-for")
-        return self.keys_of(getattr(request, "session_hash", None), getattr(client, "host", None), forwarded)
+        scope = getattr(getattr(request, "request", None), "scope", None) or {}
+        return scope.get(SCOPE_KEY) or self.keys_of_scope(scope, getattr(request, "session_hash", None))
 
 
 
 def owner_of(visitor) -> str:
     """One key that names a visitor (whose download a file is: demo.web.files); "" for none."""
     keys = visitor.visitor if isinstance(visitor, Ticket) else tuple(visitor or ())
-    return next((k for k in keys if k.startswith("address:")), keys[0] if keys else "")
+    return address_in(keys) or (keys[0] if keys else "")
 
 
 def forwarded_for(headers) -> str:
@@ -133,9 +126,14 @@ def forwarded_for(headers) -> str:
     return ",".join(v.decode("latin-1") for k, v in headers if k.lower() == b"x-forwarded-for")
 
 
+def address_in(keys) -> Optional[str]:
+    """The `address:` key among a visitor's keys, or None."""
+    return next((k for k in keys if k.startswith("address:")), None)
+
+
 def address_of_scope(ids: VisitorIds, scope: dict) -> Optional[str]:
     """The `address:` key of an ASGI request, or None."""
-    return next((k for k in ids.keys_of_scope(scope) if k.startswith("address:")), None)
+    return address_in(ids.keys_of_scope(scope))
 
 
 def _parse(entry: Optional[str]):
@@ -202,7 +200,7 @@ class QueueDoor:
             return None, {}, None  # Gradio's own push answers an unknown event
         lane = fn.concurrency_id
         keys = self.ids.keys_of_scope(request.scope, body.session_hash)
-        owner = next((k for k in keys if k.startswith("address:")), None)
+        owner = address_in(keys)
         waiting = self._waiting(queue, lane)
         events = queue.event_ids_to_events
         self._live = {e: v for e, v in self._live.items() if e in events}  # Gradio forgot the rest
