@@ -23,14 +23,15 @@ from demo.web.visitors import VisitorIds
 
 def make_demo(preset=None, models=None, cache_dir=None, allow_downloads=False, bench=True, warm=True,
               calibrate=False, report=lambda message: None, kiosk=False, idle_seconds=45.0, keep_prompts=False,
-              trust_forwarded_for=False, visitors_per_address=1):
+              trust_forwarded_for=False, visitors_per_address=1, profiles=True):
     """Build the page; with `warm`, start preparing and loading the default pair right away.
 
     `kiosk`: large type, settings hidden, and an attract loop that races the preset's next
     example after `idle_seconds` without input (demo.web.kiosk); `keep_prompts`: store
     visitors' prompt text on the scoreboard (otherwise only "visitor"); `trust_forwarded_for`:
     a reverse proxy of the operator's sets X-Forwarded-For, so it names each visitor's address;
-    `visitors_per_address`: how many visitors one address stands for (a venue behind one NAT).
+    `visitors_per_address`: how many visitors one address stands for (a venue behind one NAT);
+    `profiles`: a launch on a CPU class with a profile confirms it instead of measuring whole.
     """
     arena = Arena.create(models, cache_dir, allow_downloads=allow_downloads)
     if preset is not None:
@@ -40,7 +41,7 @@ def make_demo(preset=None, models=None, cache_dir=None, allow_downloads=False, b
     demo = site.assemble(arena, booth, VisitorIds.from_environment(trust_forwarded_for, visitors_per_address),
                          bench_enabled=bench and not kiosk)
     if warm:
-        arena.start_background_warmup(report, calibrator=LaunchCalibrator() if calibrate else None)
+        arena.start_background_warmup(report, calibrator=LaunchCalibrator(profiles) if calibrate else None)
     return demo
 
 
@@ -89,6 +90,8 @@ def main(argv=None) -> int:
                          "(default 1, at most 64)")
     ap.add_argument("--no-calibrate", dest="calibrate", action="store_false",
                     help="skip measuring this machine once after the first prepare (demo.calibrate)")
+    ap.add_argument("--no-profiles", dest="profiles", action="store_false",
+                    help="measure this machine whole even where its CPU class has a profile (demo/calibrate/profiles)")
     args = ap.parse_args(argv)
 
     def serve() -> int:
@@ -96,7 +99,7 @@ def main(argv=None) -> int:
                          bench=args.bench, calibrate=args.calibrate, report=_terminal_progress,
                          kiosk=args.kiosk, idle_seconds=args.idle_seconds, keep_prompts=args.keep_prompts,
                          trust_forwarded_for=args.trust_forwarded_for,
-                         visitors_per_address=args.visitors_per_address)
+                         visitors_per_address=args.visitors_per_address, profiles=args.profiles)
         launch(demo, args.host, args.port, args.share)
         return 0
 

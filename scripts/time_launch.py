@@ -1,7 +1,7 @@
 """Time a first (or later) launch of `python app.py`: how long until a visitor's race gets
 its first token and finishes, and until the app says Ready (calibration included).
 
-    python scripts/time_launch.py CACHE_DIR [--port 7860] [--json OUT.json] [--no-race] [--limit-s S]
+    python scripts/time_launch.py CACHE_DIR [--port 7860] [--json OUT.json] [--no-race] [--limit-s S] [--no-profiles]
 
 An empty CACHE_DIR times a first launch. Every line the app prints is echoed with the seconds
 since start. As soon as the page answers, a visitor (gradio_client) races a short prompt on
@@ -120,10 +120,11 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--json", type=Path)
     ap.add_argument("--no-race", action="store_true", help="only time the log (no visitor)")
     ap.add_argument("--limit-s", type=float, help="stop the app after this many seconds (the timeline so far is printed)")
+    ap.add_argument("--no-profiles", action="store_true", help="the app measures this machine whole (app.py --no-profiles)")
     args = ap.parse_args(argv)
     t0 = time.time()
     app = subprocess.Popen([sys.executable, "-u", str(ROOT / "app.py"), "--cache-dir", args.cache_dir,
-                            "--port", args.port], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            "--port", args.port, *(["--no-profiles"] if args.no_profiles else [])], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                            start_new_session=True)
     times: dict = {}
     seen: list = []  # (seconds, "[visitor] status") of the visitor's race
@@ -152,7 +153,7 @@ def main(argv: list[str]) -> int:
     info = machine_info()
     rows = timeline(sorted(log + seen, key=lambda x: x[0]))
     result = {**{k: round(v, 1) if isinstance(v, float) else v for k, v in times.items()}, "log_lines": lines,
-              "first_launch": fresh, "timeline": rows, "machine": info}
+              "first_launch": fresh, "profiles": not args.no_profiles, "timeline": rows, "machine": info}
     print_timeline(rows, times, lines)
     print(json.dumps({k: v for k, v in result.items() if k not in ("machine", "timeline")}), flush=True)
     print(f"CPU: {info['cpu_model']}; {' '.join(info['isa_flags'])}", flush=True)

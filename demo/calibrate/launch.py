@@ -1,21 +1,25 @@
 """The calibration a first launch runs: the engine's Calibrator (demo.engine.arena), made here.
 
 `python app.py` hands a LaunchCalibrator to Arena.start_background_warmup; the engine calls
-it without importing demo.calibrate, which sits above it. It measures the formats a launch
-calibrates (launch_formats, below) with the launch plan (calibration.LAUNCH).
+it without importing demo.calibrate, which sits above it. On a CPU class with a profile
+(demo.calibrate.profile) it converts only the formats the profile chose and confirms the
+profile's baseline against its runner-up; where this machine disagrees, or on a class with
+no profile, it measures the formats a launch calibrates (launch_formats, below) with the
+launch plan (calibration.LAUNCH).
 """
 
 from __future__ import annotations
 
 import shlex
 import threading
+import time
 from pathlib import Path
 from typing import Callable, ContextManager, Optional, Sequence
 
 from ..models import formats
 from ..models.calibration_result import Calibration
 from ..models.sources import has_formats
-from . import calibration
+from . import calibration, profile as profiles
 from .report import launch_lines
 
 EARLY_POLL_S = 1.0  # how often the early conversion looks for the pair's own IR
@@ -41,12 +45,32 @@ def launch_formats(isa_flags: Sequence[str]) -> tuple[list[str], list[str]]:
 
 
 class LaunchCalibrator:
-    """demo.engine.arena.Calibrator for a launch: the launch formats and plan."""
+    """demo.engine.arena.Calibrator for a launch: this CPU class's profile, confirmed here, or
+    the launch formats and plan measured. `use_profiles` False (app.py --no-profiles) always
+    measures; `profiles_dir` is where profiles are looked for (tests plant their own)."""
 
-    def plan(self) -> dict:
-        """The formats and plan of the calibration a launch runs, for this machine's ISA."""
+    def __init__(self, use_profiles: bool = True, profiles_dir: Path = profiles.PROFILES_DIR):
+        self.use_profiles, self.profiles_dir = use_profiles, profiles_dir
+        self.fallback: Optional[str] = None  # why the profile was set aside, once it was
+        self._profiles: dict = {}
+
+    def profile(self, preset, store) -> Optional[dict]:
+        """This machine's class profile for `preset`, while it is still trusted (read once)."""
+        if not self.use_profiles or self.fallback is not None:
+            return None
+        if preset.name not in self._profiles:
+            self._profiles[preset.name] = profiles.matching(preset, store, self.profiles_dir)
+        return self._profiles[preset.name]
+
+    def plan(self, preset=None, store=None) -> dict:
+        """The formats and plan of the calibration a launch runs: the profile's formats where
+        this class has one, else those for this machine's ISA."""
         from ..core.machine import machine_info
 
+        found = self.profile(preset, store) if preset is not None else None
+        if found is not None:
+            d = found["decisions"]
+            return {"main_formats": d["main_formats"], "draft_formats": d["draft_formats"], "plan": calibration.LAUNCH}
         main, draft = launch_formats(machine_info()["isa_flags"])
         return {"main_formats": main, "draft_formats": draft, "plan": calibration.LAUNCH}
 
@@ -56,7 +80,7 @@ class LaunchCalibrator:
         the calibration's own prepare. A compressed format is made straight from the GGUF IR (its weights
         unpacked in memory, demo.models.formats.unpack_and_compress); the main model first,
         the longest."""
-        plan = self.plan()
+        plan = self.plan(preset, store)
         for role, spec, fmts in (("main", preset.main, plan["main_formats"]),
                                  ("draft", preset.draft, plan["draft_formats"])):
             for fmt in fmts:
@@ -69,12 +93,46 @@ class LaunchCalibrator:
                 calibration.prepare_candidates(preset, store, main, draft, report=report, stop=stop)
 
     def prepare_candidates(self, preset, store, report: Callable[[str], None]) -> None:
-        plan = self.plan()
+        plan = self.plan(preset, store)
         calibration.prepare_candidates(preset, store, plan["main_formats"], plan["draft_formats"], report=report)
 
     def calibrate(self, preset, store, report: Callable[[str], None],
                   slot: Callable[[str], ContextManager], race_pair: Optional[Callable[..., dict]] = None) -> Calibration:
-        return calibration.calibrate(preset, store, report=report, slot=slot, race_pair=race_pair, **self.plan())
+        found = self.profile(preset, store)
+        if found is not None:
+            confirmed = self._confirm(found, preset, store, report, slot)
+            if confirmed is not None:
+                return confirmed
+            self.prepare_candidates(preset, store, report)  # measured as without a profile: every launch format
+        return calibration.calibrate(preset, store, report=report, slot=slot, race_pair=race_pair,
+                                     **self.plan(preset, store))
+
+    def _confirm(self, found: dict, preset, store, report: Callable[[str], None],
+                 slot: Callable[[str], ContextManager]) -> Optional[Calibration]:
+        """The profile's calibration saved as this machine's when the confirmation agrees; None
+        (and self.fallback says why) when it does not."""
+        from ..engine.safety import SafetyRecord
+        from ..models.calibration_store import fingerprint, stages_path
+        from .stages import StageRunner
+
+        started = time.time()
+        fp = fingerprint(preset, store)
+        runner = StageRunner(stages_path(store, preset.name, fp), {"profile": found["file"], "fingerprint": fp},
+                             SafetyRecord(store.cache_dir), report, slot=slot)
+        origin = profiles.confirm(found, preset, store, report, runner)
+        runner.finish()
+        if origin.confirmed:
+            report(origin.words())
+            return profiles.from_profile(found, preset, store, origin, started)
+        self.fallback = (f"this CPU class's profile ({found['file']}) chose {origin.chosen} over {origin.runner_up}, "
+                         f"but here it ran {origin.median_ratio():.2f}× it (median of {len(origin.ratios)} "
+                         f"paired samples; {origin.bar:.2f}× needed): measuring this machine instead")
+        report(self.fallback)
+        return None
 
     def summary_lines(self, result: Calibration, cache_dir: Path) -> list[str]:
-        return launch_lines(result, f"python -m demo.calibrate --cache-dir {shlex.quote(str(cache_dir))}")
+        lines = launch_lines(result, f"python -m demo.calibrate --cache-dir {shlex.quote(str(cache_dir))}")
+        if result.origin is None and result.path:
+            lines.append("  no profile of this CPU class confirmed it: python -m demo.calibrate.profile write "
+                         f"{shlex.quote(result.path)} (after copying it into bench-results/) ships one")
+        return lines

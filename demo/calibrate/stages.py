@@ -205,7 +205,8 @@ def measure_overhead(args: dict, send, runners: Optional[dict] = None) -> dict:
 
 def measure_plain(args: dict, send) -> dict:
     """Every main format's real baseline pipeline, interleaved, in one mode's threads
-    (plain.plain_rates): what this machine does without a draft."""
+    (plain.plain_rates): what this machine does without a draft. `only`: the plain keys to
+    time, when not every format on every backend (a profile's confirmation)."""
     threads, at = args["threads"], args.get("precision", "f32")
     attentions = args.get("attentions", ["PA"])
     folders = {f: d for f, d in args["folders"].items()
@@ -229,7 +230,8 @@ def measure_plain(args: dict, send) -> dict:
                                before_load=lambda key: announce(send, native(key)),
                                reference=reference, precision=at, attentions=attentions,
                                skip=[plain_key(f, a) for f in folders for a in attentions
-                                     if native(plain_key(f, a)).key in args["unusable"]])
+                                     if native(plain_key(f, a)).key in args["unusable"]
+                                     or plain_key(f, a) not in args.get("only", [plain_key(f, a)])])
 
 
 # -- the parent's side -----------------------------------------------------------------

@@ -18,8 +18,18 @@ ISA_FLAGS = ("sse4_2", "avx", "avx2", "fma", "f16c", "avx_vnni", "avx512f", "avx
              "avx512_vnni", "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16", "amx_int8")
 
 
+_CPU_IDS = {"vendor_id": "vendor", "cpu family": "family", "model": "model"}
+
+
+def _number(text: Optional[str]) -> Optional[int]:
+    try:
+        return int(text) if text is not None else None
+    except ValueError:
+        return None
+
+
 def machine_info() -> dict:
-    model, flags = None, set()
+    model, flags, ids = None, set(), {}
     try:
         with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
             for line in f:
@@ -29,7 +39,9 @@ def machine_info() -> dict:
                     model = value.strip()
                 elif key == "flags" and not flags:
                     flags = set(value.split())
-                if model and flags:
+                elif key in _CPU_IDS and _CPU_IDS[key] not in ids:
+                    ids[_CPU_IDS[key]] = value.strip()
+                if model and flags and len(ids) == len(_CPU_IDS):
                     break
     except OSError:
         pass
@@ -44,6 +56,10 @@ def machine_info() -> dict:
         pass
     return {
         "cpu_model": model or platform.processor() or None,
+        # The model name alone does not tell a Zen 4 from a Zen 5 ("AMD EPYC" on both, in VMs).
+        "cpu_vendor": ids.get("vendor"),
+        "cpu_family": _number(ids.get("family")),
+        "cpu_model_number": _number(ids.get("model")),
         "cores": cpu_cores(),          # usable by this process (affinity / cgroup)
         "cpu_count": os.cpu_count(),   # all logical CPUs of the machine
         "isa_flags": [f for f in ISA_FLAGS if f in flags],
@@ -55,13 +71,16 @@ def machine_info() -> dict:
 
 @functools.lru_cache(maxsize=1)
 def fingerprint() -> tuple:
-    """What native behaviour depends on: CPU, ISA flags, cores, RAM, OpenVINO version (read once)."""
+    """What native behaviour depends on: CPU (vendor, family, model number, name), ISA flags,
+    cores, RAM, OpenVINO version (read once)."""
     import openvino
 
     from .memory import total_bytes
 
     info = machine_info()
-    return (("cpu", info.get("cpu_model")), ("isa_flags", tuple(info.get("isa_flags") or ())),
+    return (("cpu", info.get("cpu_model")), ("cpu_vendor", info.get("cpu_vendor")),
+            ("cpu_family", info.get("cpu_family")), ("cpu_model", info.get("cpu_model_number")),
+            ("isa_flags", tuple(info.get("isa_flags") or ())),
             ("cores", info.get("cores")), ("memory_bytes", total_bytes()), ("openvino", openvino.__version__))
 
 

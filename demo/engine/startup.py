@@ -123,12 +123,20 @@ def start_warmup(arena: WarmupHost, report: Callable[[str], None],
                                            "details in the terminal and restarts the app.")
             report(f"error: {e!r}")
             raise
-        arena.startup.update("ready", "Ready. Type a prompt and press Run.")
+        arena.startup.update("ready", f"Ready{_origin_note(arena, preset)}. Type a prompt and press Run.")
         report("ready")
 
     t = threading.Thread(target=body, name="startup-warmup", daemon=True)
     t.start()
     return t
+
+
+def _origin_note(arena: WarmupHost, preset) -> str:
+    """Where this machine's choices come from, for the Ready line: " (…)" or nothing uncalibrated."""
+    result = load_cached(arena.store, preset) if preset.draft is not None else None
+    if result is None:
+        return ""
+    return f" ({result.origin.short() if result.origin else 'choices measured on this machine'})"
 
 
 def _remember_durations(arena: WarmupHost, preset) -> None:

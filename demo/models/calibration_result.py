@@ -57,6 +57,8 @@ The JSON form, as saved in the cache's calibration/ folder and written by
                            baseline token and a speculative step, per round and their
                            medians, on which main format (demo.calibrate.precision)
       skipped              sentences: configurations that crashed OpenVINO here, left out
+      origin               Origin, when the choices came from a CPU class's profile
+                           (demo.calibrate.profile) confirmed here; absent: measured here
       path                 where it was saved (in the result calibrate returns and in --json)
 
 Older versions load as well (bench-results/ keeps versions 2 and 3): fields added since
@@ -80,6 +82,10 @@ class Fingerprint(_Model):
     """What the measurements depend on; a change in any of it means calibrating again."""
 
     cpu: Optional[str]
+    # Since 2026-12-07 (older results lack them): /proc/cpuinfo's vendor_id, cpu family, model.
+    cpu_vendor: Optional[str] = None
+    cpu_family: Optional[int] = None
+    cpu_model: Optional[int] = None
     isa_flags: list[str]
     cores: Optional[int]
     memory_bytes: Optional[int]
@@ -202,6 +208,37 @@ class PrecisionChoice(_Model):
     speculative_ratios: list[float] = Field(default_factory=list)
 
 
+class Origin(_Model):
+    """Where a calibration came from when it was not measured whole on this machine: a CPU
+    class's profile (demo.calibrate.profile), confirmed here by timing the profile's fair
+    baseline against its runner-up, interleaved."""
+
+    profile: str       # the profile's file in demo/calibrate/profiles/
+    source: str        # the calibration JSON it was written from
+    measured_at: str   # the day that calibration ran
+    mode: str
+    chosen: str        # plain_key of the profile's baseline, and of the runner-up it was timed against
+    runner_up: str
+    ratios: list[float]  # this machine's paired samples, chosen / runner-up
+    bar: float           # the median ratio that confirms (demo.calibrate.profile.confirmation_bar)
+    rates: dict[str, list[float]]
+    confirmed: bool
+
+    def median_ratio(self) -> float:
+        ordered = sorted(self.ratios)
+        mid = len(ordered) // 2
+        return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+    def words(self) -> str:
+        """Where the choices come from, in a sentence for the page and the log."""
+        return (f"from this CPU class's profile (measured {self.measured_at}), confirmed here: "
+                f"{plain_words(self.chosen)} ran {self.median_ratio():.2f}× {plain_words(self.runner_up)} "
+                f"(median of {len(self.ratios)} paired samples)")
+
+    def short(self) -> str:
+        return f"choices from this CPU class's profile, confirmed here in {len(self.ratios)} paired samples"
+
+
 class Calibration(_Model):
     calibration_version: int
     preset: str
@@ -237,6 +274,7 @@ class Calibration(_Model):
     min_agreement: Optional[float] = None
     precision: Optional[PrecisionChoice] = None  # since version 8; None: f32, the prior
     skipped: list[str] = Field(default_factory=list)
+    origin: Optional[Origin] = None  # since 2026-12-07; None: measured whole on this machine
     path: Optional[str] = None
 
     def to_dict(self) -> dict:

@@ -39,6 +39,13 @@ PLAY = '<span class="icon-play" aria-hidden="true"></span>'
 READY = "Ready. Type a prompt and press <b>Run</b>."
 
 
+def _ready(message: Optional[str]) -> str:
+    """The engine's Ready line (it may say where the machine's choices come from), Run in bold."""
+    if not message or not message.startswith("Ready"):
+        return READY
+    return esc(message).replace("press Run.", "press <b>Run</b>.")
+
+
 def seconds(s: float) -> str:
     return f"{s:.0f} s" if s < 90 else f"{s / 60:.0f} min"
 
@@ -72,7 +79,7 @@ def startup_html(view, skipped: Sequence[str] = ()) -> str:
     if view.phase == "failed":
         return f'<div class="startup" data-phase="failed"><p class="problem">{WARNING} {esc(view.message)}</p>{notes}</div>'
     if view.phase != "preparing":
-        return f'<div class="startup" data-phase="{esc(view.phase)}"><p>{READY}</p>{notes}</div>'
+        return f'<div class="startup" data-phase="{esc(view.phase)}"><p>{_ready(view.message)}</p>{notes}</div>'
     if view.warm:
         what, note = "Measuring this machine once before Ready", "races run meanwhile, a little slower"
     else:

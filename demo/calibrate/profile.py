@@ -1,0 +1,253 @@
+"""CPU-class profiles: what calibration chose on a CPU class the project has measured, shipped
+in demo/calibrate/profiles/, so a launch on a known class converts only the formats its
+profile chose and confirms the profile's decision here instead of measuring from scratch.
+
+A profile is written from a real calibration by one command, never by hand:
+
+    python -m demo.calibrate.profile write CALIBRATION.json   # from bench-results/ or the cache
+
+It keeps the calibration whole (what the page explains a race with), the class it was
+measured on, the decisions it made, and the file it came from with its checksum; a test
+fails when a profile and that file disagree.
+
+The class is what decides OpenVINO's kernels, as far as the calibration recorded it: the
+CPU's vendor, family and model number (recorded since 2026-12-07; an older calibration keys
+on the model name alone), its ISA flags, cores, OpenVINO's version, the calibration's version.
+Memory is left out: it sets the budget, not the kernels, and it differs by a few MB between
+two boxes of one class.
+
+The confirmation (confirm): the profile's baseline for fair mode (the configuration every
+headline speedup is read against) and its runner-up, timed in their real pipelines on this
+machine, interleaved, CONFIRM_PAIRS paired samples. Why eight: the decision is a comparison
+of medians of paired ratios, and on these 2-core boxes one pair's ratio wanders by about
+±10 % (drift between the two runs of a pair). Where the profile holds with the margins
+recorded so far (1.1-1.3×), a single pair favours the runner-up only by chance (p ≈ 0.05),
+so the median of eight does about never (< 0.001); where this machine truly ranks the two
+the other way (the runner-up ahead in 4 pairs of 5), the median of eight says so in 94 % of
+launches. Eight pairs of 48 tokens take about 40 s on a Zen 4: a fifth of what measuring
+the formats from scratch takes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+import time
+from pathlib import Path
+from statistics import median
+from typing import Callable, Optional
+
+from ..core.errors import DemoError
+from ..core.files import write_atomic
+from ..models.calibration_result import Calibration, Origin, plain_key, plain_words, split_plain_key
+from ..models.calibration_store import CALIBRATION_VERSION, cache_path, fingerprint
+from .cost_model import STATEFUL_MARGIN, paged_unless_clearly_slower, plain_choice
+
+PROFILE_VERSION = 1
+PROFILES_DIR = Path(__file__).with_name("profiles")
+REPO_ROOT = Path(__file__).resolve().parents[2]
+# The fingerprint's keys that name a CPU class (demo.core.machine.fingerprint), memory left out.
+CLASS_KEYS = ("cpu_vendor", "cpu_family", "cpu_model", "cpu", "isa_flags", "cores", "openvino")
+CONFIRM_MODE = "fair"
+CONFIRM_PAIRS = 8
+CONFIRM_NEW_TOKENS = 48
+
+
+# -- what a profile holds --------------------------------------------------------------
+
+def cpu_class(fp: dict) -> dict:
+    """The class a fingerprint belongs to: the keys it recorded of CLASS_KEYS."""
+    return {k: fp[k] for k in CLASS_KEYS if fp.get(k) is not None}
+
+
+def runner_up(rates: dict, chosen: str) -> Optional[str]:
+    """The plain configuration calibration's own rule (plain_choice, then the paged-attention
+    rule) picks when `chosen` is left out: the one a confirmation times it against."""
+    others = {k: v for k, v in rates.items() if k != chosen and v}
+    if not others:
+        return None
+    return paged_unless_clearly_slower(plain_choice(others), others)["main_format"]
+
+
+def confirmation_bar(chosen: str, other: str) -> float:
+    """The median paired ratio (chosen / other) a confirmation needs: calibration runs the
+    baseline on the stateful backend only where it beats paged attention by STATEFUL_MARGIN,
+    so the same margin holds either way between the two backends; between two configurations
+    on one backend, the chosen must simply not be slower."""
+    backends = (split_plain_key(chosen)[1], split_plain_key(other)[1])
+    if backends == ("SDPA", "PA"):
+        return 1 + STATEFUL_MARGIN
+    if backends == ("PA", "SDPA"):
+        return 1 / (1 + STATEFUL_MARGIN)
+    return 1.0
+
+
+def decisions(result: Calibration) -> dict:
+    """What the calibration decided, in a profile's terms: the weight formats a launch
+    converts, the pair and K per mode, the activation precision, each mode's baseline, and
+    fair mode's runner-up with the paired ratios calibration read between the two."""
+    fair = result.plain.get(CONFIRM_MODE)
+    base = result.baseline.get(CONFIRM_MODE)
+    if fair is None or base is None:
+        raise DemoError("This calibration has no timed baseline in fair mode (an older version); "
+                        "a profile needs one: calibrate again with python -m demo.calibrate.")
+    chosen = plain_key(base.main_format, base.attention)
+    second = runner_up(fair.rates, chosen)
+    ratios = [a / b for a, b in zip(fair.rates.get(chosen, []), fair.rates.get(second, [])) if b > 0] \
+        if second else []
+    mains = [c.main_format for c in result.choice.values()] + [b.main_format for b in result.baseline.values()]
+    if second:
+        mains.append(split_plain_key(second)[0])
+    return {
+        "main_formats": list(dict.fromkeys(mains)),
+        "draft_formats": list(dict.fromkeys(c.draft_format for c in result.choice.values())),
+        "choice": {m: {"main": c.main_format, "draft": c.draft_format, "k": c.k} for m, c in result.choice.items()},
+        "precision": result.precision.choice if result.precision is not None else "f32",
+        "baseline": {m: plain_key(b.main_format, b.attention) for m, b in result.baseline.items()},
+        "runner_up": second,
+        "paired_ratios": [round(r, 4) for r in ratios],
+    }
+
+
+def build(calibration_path: Path, root: Path = REPO_ROOT) -> dict:
+    """A profile from a saved calibration (its JSON as written by calibrate or --json), which
+    it names by its path under `root` (the repository)."""
+    text = calibration_path.read_text()
+    result = Calibration.model_validate(json.loads(text))
+    if result.calibration_version != CALIBRATION_VERSION:
+        raise DemoError(f"{calibration_path} is calibration version {result.calibration_version}, and this code "
+                        f"reads version {CALIBRATION_VERSION}; calibrate again, then write its profile.")
+    try:
+        source = str(calibration_path.resolve().relative_to(root.resolve()))
+    except ValueError:
+        raise DemoError(f"{calibration_path} is outside the repository: copy it into bench-results/ (a profile "
+                        "names the file it came from), then write its profile from there.") from None
+    record = result.to_dict()
+    record.pop("path", None)
+    record.pop("origin", None)
+    return {"profile_version": PROFILE_VERSION, "cpu_class": {**cpu_class(record["fingerprint"]),
+                                                            "calibration_version": result.calibration_version},
+            "preset": result.preset, "models": result.fingerprint.models,
+            "source": source, "source_sha256": hashlib.sha256(text.encode()).hexdigest(),
+            "measured_at": time.strftime("%Y-%m-%d", time.gmtime(result.started_at)),
+            "decisions": decisions(result), "calibration": record}
+
+
+def profile_name(profile: dict) -> str:
+    c = profile["cpu_class"]
+    if c.get("cpu_family") is not None:
+        cpu = f"{c.get('cpu_vendor', 'cpu')}-{c['cpu_family']}-{c.get('cpu_model')}"
+    else:  # an older calibration: the model name and a short hash of the flags tell classes apart
+        cpu = (c.get("cpu") or "cpu") + "-" + hashlib.sha256(" ".join(c.get("isa_flags", [])).encode()).hexdigest()[:6]
+    slug = "".join(ch if ch.isalnum() else "-" for ch in f"{profile['preset']}-{cpu}-{c.get('cores')}c").lower()
+    return "-".join(filter(None, slug.split("-"))) + ".json"
+
+
+def write(calibration_path: Path, out_dir: Path = PROFILES_DIR, root: Path = REPO_ROOT) -> Path:
+    profile = build(calibration_path, root)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    return write_atomic(out_dir / profile_name(profile), json.dumps(profile, indent=1, sort_keys=True) + "\n")
+
+
+def load_all(directory: Path = PROFILES_DIR) -> list[dict]:
+    """Every profile shipped (a damaged file is skipped: the launch then measures, as without one)."""
+    found = []
+    for path in sorted(directory.glob("*.json")):
+        try:
+            profile = json.loads(path.read_text())
+            if profile.get("profile_version") == PROFILE_VERSION:
+                found.append({**profile, "file": path.name})
+        except (OSError, ValueError):
+            continue
+    return found
+
+
+def matching(preset, store, directory: Path = PROFILES_DIR) -> Optional[dict]:
+    """The profile of this machine's class for `preset` (its models too), or None."""
+    fp = fingerprint(preset, store)
+    here = {**cpu_class(fp), "calibration_version": CALIBRATION_VERSION}
+    for profile in load_all(directory):
+        wanted = profile["cpu_class"]
+        if (profile["preset"] == preset.name and profile["models"] == fp["models"]
+                and all(here.get(k) == v for k, v in wanted.items())):
+            return profile
+    return None
+
+
+# -- confirming it on this machine -----------------------------------------------------
+
+def verdict(profile: dict, rates: dict) -> Origin:
+    """This machine's paired samples of the profile's fair baseline and runner-up, judged."""
+    d = profile["decisions"]
+    chosen, other = d["baseline"][CONFIRM_MODE], d["runner_up"]
+    ratios = [a / b for a, b in zip(rates[chosen], rates[other]) if b > 0]
+    return Origin(profile=profile["file"], source=profile["source"], measured_at=profile["measured_at"],
+                  mode=CONFIRM_MODE, chosen=chosen, runner_up=other, ratios=ratios,
+                  bar=confirmation_bar(chosen, other), rates=rates,
+                  confirmed=bool(ratios) and median(ratios) >= confirmation_bar(chosen, other))
+
+
+def confirm(profile: dict, preset, store, report: Callable[[str], None], runner) -> Origin:
+    """Time the profile's fair baseline against its runner-up here (a stage in a child, in
+    `runner`: demo.calibrate.stages.StageRunner) and judge the paired samples."""
+    from ..core.bench_prompts import select
+    from .calibration import DEFAULT_PROMPT_CLASSES, DEFAULT_PROMPTS_PER_CLASS
+
+    d = profile["decisions"]
+    chosen, other = d["baseline"][CONFIRM_MODE], d["runner_up"]
+    keys = [chosen, other]
+    folders = {}
+    for key in keys:
+        fmt = split_plain_key(key)[0]
+        folder = store.ready_path(preset.main, fmt)
+        if folder is None:
+            raise DemoError(f"The main model as {fmt} is not prepared, so the profile cannot be confirmed.")
+        folders[fmt] = str(folder)
+    texts = [p.text for p in select(DEFAULT_PROMPT_CLASSES, DEFAULT_PROMPTS_PER_CLASS)]
+    rounds = -(-CONFIRM_PAIRS // len(texts))
+    args = {"folders": folders, "texts": texts, "max_new_tokens": CONFIRM_NEW_TOKENS,
+            "threads": profile["calibration"]["threads"].get(CONFIRM_MODE), "rounds": rounds,
+            "precision": d["precision"], "attentions": sorted({split_plain_key(k)[1] for k in keys}),
+            "only": keys}
+    what = f"confirming this CPU class's profile: {plain_words(chosen)} against {plain_words(other)}, in turn"
+    measured = runner.run("confirm_profile", "measure_plain", args, what)
+    return verdict(profile, {k: measured["rates"][k] for k in keys})
+
+
+def from_profile(profile: dict, preset, store, origin: Origin, started: float) -> Calibration:
+    """The profile's calibration, saved as this machine's, with where it came from (`origin`)."""
+    record = dict(profile["calibration"])
+    record.update(fingerprint=fingerprint(preset, store), started_at=started,
+                  duration_s=round(time.time() - started, 1), origin=origin.model_dump())
+    result = Calibration.model_validate(record)
+    path = write_atomic(cache_path(store, preset.name, record["fingerprint"]), result.to_json())
+    return result.model_copy(update={"path": str(path)})
+
+
+def main(argv: Optional[list] = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m demo.calibrate.profile",
+                                 description="Write a CPU-class profile from a saved calibration.")
+    sub = ap.add_subparsers(dest="command", required=True)
+    w = sub.add_parser("write", help="write demo/calibrate/profiles/<class>.json from a calibration JSON")
+    w.add_argument("calibration", type=Path, help="a calibration JSON inside the repository (bench-results/)")
+    sub.add_parser("list", help="the profiles shipped, one line each")
+    args = ap.parse_args(argv)
+    try:
+        if args.command == "write":
+            path = write(args.calibration)
+            print(f"wrote {path.relative_to(REPO_ROOT)} from {args.calibration}")
+        else:
+            for p in load_all():
+                d = p["decisions"]
+                print(f"{p['file']}: {p['source']} ({p['measured_at']}): baseline {d['baseline']}, "
+                      f"runner-up {d['runner_up']}, pairs {d['choice']}")
+    except (DemoError, OSError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

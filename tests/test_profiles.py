@@ -1,0 +1,190 @@
+"""CPU-class profiles (demo.calibrate.profile): each shipped profile is its calibration JSON,
+the decisions and the confirmation rule read as calibration's own rules say, and a launch
+confirms a profile of this class, falls back (and says so) where this machine contradicts
+it, and measures whole on a class it has no profile for."""
+
+import hashlib
+import json
+import threading
+from pathlib import Path
+
+import pytest
+
+from demo.calibrate import calibration, launch, profile
+from demo.models import calibration_store
+from demo.models.calibration_result import Calibration
+
+from .calibrations import made_up
+from .test_calibrate import fixture_as_default
+
+
+def test_every_shipped_profile_is_the_calibration_json_it_names():
+    """A profile is written by `python -m demo.calibrate.profile write`, never by hand: each one
+    shipped names a calibration JSON in the repository, with its checksum, and writing it again
+    from that file gives the very same profile."""
+    shipped = profile.load_all()
+    assert shipped, "no CPU-class profile is shipped in demo/calibrate/profiles/"
+    for p in shipped:
+        source = profile.REPO_ROOT / p["source"]
+        assert source.is_file(), f"{p['file']} names {p['source']}, which is not in the repository"
+        assert hashlib.sha256(source.read_bytes()).hexdigest() == p["source_sha256"], \
+            f"{p['source']} changed since {p['file']} was written from it"
+        assert {k: v for k, v in p.items() if k != "file"} == json.loads(json.dumps(profile.build(source))), \
+            f"{p['file']} does not say what its calibration says: write it again from {p['source']}"
+        assert p["file"] == profile.profile_name(p)
+
+
+RATES = {  # tok/s per (round, prompt), interleaved, as calibration's plain stage records them
+    "int4_channel+SDPA": [25.0, 26.0], "int4_channel": [21.0, 19.0],
+    "int4_sym+SDPA": [21.0, 20.0], "int4_sym": [19.0, 18.0],
+}
+
+
+def a_calibration(rates=RATES, baseline=("int4_channel", "SDPA"), **fields) -> Calibration:
+    return made_up({"fair": ("int4_sym", "int4_sym", 2), "race": ("int4_sym", "gguf", 4)},
+                   plain={"fair": {"rates": rates, "interleaved": True}},
+                   baseline={"fair": {"main_format": baseline[0], "baseline_tok_s": 25.5, "attention": baseline[1]},
+                             "race": {"main_format": "int4_channel", "baseline_tok_s": 13.0}},
+                   precision={"choice": "f32", "reason": "measured"}, **fields)
+
+
+def test_decisions_name_the_runner_up_calibrations_own_rule_would_pick():
+    """Without int4_channel+SDPA, plain_choice picks int4_sym+SDPA (median 20.5 against
+    int4_channel's 20.0), and the paged rule sets it aside: against the fastest paged
+    configuration (int4_channel: 21, 19) it ran 1.00× and 1.05×, not 1.05× in every pair."""
+    d = profile.decisions(a_calibration())
+    assert d["baseline"] == {"fair": "int4_channel+SDPA", "race": "int4_channel"}
+    assert d["runner_up"] == "int4_channel"
+    assert d["paired_ratios"] == [round(25 / 21, 4), round(26 / 19, 4)]
+    assert d["main_formats"] == ["int4_sym", "int4_channel"] and d["draft_formats"] == ["int4_sym", "gguf"]
+    assert d["choice"]["fair"] == {"main": "int4_sym", "draft": "int4_sym", "k": 2} and d["precision"] == "f32"
+
+
+@pytest.mark.parametrize("chosen, other, bar", [("int4_channel+SDPA", "int4_channel", 1.05),
+                                                ("int4_sym", "int4_sym+SDPA", 1 / 1.05),
+                                                ("int4_channel", "int4_sym", 1.0)])
+def test_the_confirmation_asks_calibrations_margin_between_the_backends(chosen, other, bar):
+    assert profile.confirmation_bar(chosen, other) == pytest.approx(bar)
+
+
+def planted(tmp_path: Path, result: Calibration) -> dict:
+    """A profile written, with the real command's code, from `result` saved in tmp_path."""
+    (tmp_path / "bench").mkdir(parents=True, exist_ok=True)
+    source = tmp_path / "bench" / "calibration.json"
+    source.write_text(result.to_json())
+    out = tmp_path / "profiles"
+    profile.write(source, out, root=tmp_path)
+    return profile.load_all(out)[0]
+
+
+def test_a_profile_is_judged_on_the_median_of_this_machines_paired_samples(tmp_path):
+    p = planted(tmp_path, a_calibration())
+    held = profile.verdict(p, {"int4_channel+SDPA": [24, 25, 20, 26], "int4_channel": [20, 20, 21, 21]})
+    assert held.confirmed and held.median_ratio() == pytest.approx((1.2 + 26 / 21) / 2)  # 1.2 1.25 0.95 1.24
+    lost = profile.verdict(p, {"int4_channel+SDPA": [21, 25, 20, 26], "int4_channel": [20, 20, 21, 26]})
+    assert not lost.confirmed and lost.median_ratio() == pytest.approx((1.0 + 1.05) / 2)  # under the 1.05 bar
+    assert "confirmed here: int4_channel on the stateful backend (SDPA) ran 1.22× int4_channel (median of 4" \
+        in held.words()
+
+
+@pytest.fixture
+def fixture_pair(tmp_path, session_store, smollm2_ir):
+    presets, store = fixture_as_default(tmp_path, session_store)
+    return presets.get(presets.default), store
+
+
+def of_this_machine(preset, store, **class_changes) -> Calibration:
+    fp = {**calibration_store.fingerprint(preset, store), **class_changes}
+    return a_calibration(RATES_FIXTURE, baseline=("gguf", "SDPA"), preset=preset.name, fingerprint=fp)
+
+
+RATES_FIXTURE = {"gguf+SDPA": [60.0, 62.0], "gguf": [50.0, 51.0]}
+
+
+def test_a_launch_finds_the_profile_of_its_class_only(fixture_pair, tmp_path):
+    preset, store = fixture_pair
+    p = planted(tmp_path / "known", of_this_machine(preset, store))
+    assert profile.matching(preset, store, tmp_path / "known" / "profiles")["file"] == p["file"]
+    assert launch.LaunchCalibrator(profiles_dir=tmp_path / "known" / "profiles").plan(preset, store)["main_formats"] \
+        == ["int4_sym", "gguf", "int4_channel"]  # the pair's main, each mode's baseline, the runner-up
+    other = of_this_machine(preset, store, cpu_family=(calibration_store.fingerprint(preset, store)
+                                                       .get("cpu_family") or 0) + 1)
+    planted(tmp_path / "other", other)
+    assert profile.matching(preset, store, tmp_path / "other" / "profiles") is None
+    assert launch.LaunchCalibrator(use_profiles=False, profiles_dir=tmp_path / "known" / "profiles") \
+        .profile(preset, store) is None
+
+
+def test_the_confirmation_times_the_two_configurations_in_turn_in_real_pipelines(fixture_pair, tmp_path,
+                                                                                 monkeypatch):
+    """On the fixture's real baseline pipelines: the profile's baseline and runner-up, each in
+    CONFIRM_PAIRS samples, one pair per (round, prompt), nothing else timed."""
+    from demo.calibrate.stages import StageRunner
+    from demo.engine.safety import SafetyRecord
+
+    preset, store = fixture_pair
+    monkeypatch.setattr(profile, "CONFIRM_NEW_TOKENS", 8)
+    p = planted(tmp_path, of_this_machine(preset, store))
+    said = []
+    runner = StageRunner(tmp_path / "stages.json", {"test": 1}, SafetyRecord(store.cache_dir), said.append)
+    origin = profile.confirm(p, preset, store, said.append, runner)
+    assert set(origin.rates) == {"gguf+SDPA", "gguf"}
+    assert [len(v) for v in origin.rates.values()] == [profile.CONFIRM_PAIRS] * 2
+    assert all(r > 0 for v in origin.rates.values() for r in v)
+    assert len(origin.ratios) == profile.CONFIRM_PAIRS and origin.bar == pytest.approx(1.05)
+    assert any("round 4 of 4" in m for m in said), said
+
+
+def launch_with(p: dict, preset, store, rates: dict, monkeypatch) -> tuple[Calibration, list, list]:
+    """A launch's calibrate on the fixture with profile `p`, this machine's confirmation reading
+    `rates` (its timing is the test above), and calibration's full measurement recorded."""
+    said, measured = [], []
+    monkeypatch.setattr(profile, "confirm", lambda found, *a: profile.verdict(found, rates))
+
+    def measure_whole(preset_, store_, **kw):
+        measured.append(kw["main_formats"])
+        return made_up({"fair": ("gguf", "gguf", 2)}, preset=preset_.name,
+                       fingerprint=calibration_store.fingerprint(preset_, store_))
+
+    monkeypatch.setattr(calibration, "calibrate", measure_whole)
+    monkeypatch.setattr(calibration, "prepare_candidates", lambda *a, **kw: {})
+    calibrator = launch.LaunchCalibrator(profiles_dir=Path(p["dir"]))
+    result = calibrator.calibrate(preset, store, said.append, slot=lambda what: threading.Lock())
+    return result, said, measured
+
+
+def test_a_launch_confirms_its_class_profile_and_says_so(fixture_pair, tmp_path, monkeypatch):
+    preset, store = fixture_pair
+    p = {**planted(tmp_path, of_this_machine(preset, store)), "dir": str(tmp_path / "profiles")}
+    result, said, measured = launch_with(p, preset, store, {"gguf+SDPA": [60, 61, 59, 62], "gguf": [50, 52, 51, 50]},
+                                         monkeypatch)
+    assert measured == [], "a confirmed profile measured the machine whole anyway"
+    assert result.origin is not None and result.origin.confirmed and result.origin.profile == p["file"]
+    saved = calibration_store.load_cached(store, preset)
+    assert saved.origin == result.origin and saved.choice == result.choice
+    assert saved.fingerprint.model_dump() == calibration_store.fingerprint(preset, store)
+    assert any("from this CPU class's profile" in m for m in said)
+
+
+def test_a_launch_this_machine_contradicts_falls_back_to_measuring_and_says_why(fixture_pair, tmp_path,
+                                                                                monkeypatch):
+    from demo.core.machine import machine_info
+
+    preset, store = fixture_pair
+    p = {**planted(tmp_path, of_this_machine(preset, store)), "dir": str(tmp_path / "profiles")}
+    result, said, measured = launch_with(p, preset, store, {"gguf+SDPA": [50, 49, 62, 50], "gguf": [52, 50, 51, 50]},
+                                         monkeypatch)
+    assert measured == [launch.launch_formats(machine_info()["isa_flags"])[0]]
+    assert result.origin is None
+    assert any("but here it ran 0.99× it (median of 4 paired samples; 1.05× needed): measuring this machine "
+               "instead" in m for m in said), said
+
+
+def test_a_launch_on_a_class_without_a_profile_measures_whole(fixture_pair, tmp_path, monkeypatch):
+    preset, store = fixture_pair
+    other = of_this_machine(preset, store, isa_flags=["avx2"])
+    p = {**planted(tmp_path, other), "dir": str(tmp_path / "profiles")}
+    result, said, measured = launch_with(p, preset, store, {}, monkeypatch)
+    assert len(measured) == 1 and result.origin is None
+    lines = launch.LaunchCalibrator().summary_lines(result.model_copy(update={"path": "/c/x.json"}), Path("/c"))
+    assert any("python -m demo.calibrate.profile write /c/x.json" in line for line in lines)
