@@ -975,7 +975,7 @@ def test_a_launch_starts_converting_before_the_pair_is_warm():
     from demo.engine import startup
 
     called = threading.Event()
-    calibrator = SimpleNamespace(convert_early=lambda preset, store, report, stop: called.set())
+    calibrator = SimpleNamespace(convert_early=lambda preset, store, report, stop, **kw: called.set())
     never_warm = SimpleNamespace(startup=SimpleNamespace(view=lambda: SimpleNamespace(warm=False)), store=None)
     stop = threading.Event()
     thread = threading.Thread(target=startup._convert_early, args=(never_warm, calibrator, None, print, stop),

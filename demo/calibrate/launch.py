@@ -74,25 +74,53 @@ class LaunchCalibrator:
         main, draft = launch_formats(machine_info()["isa_flags"])
         return {"main_formats": main, "draft_formats": draft, "plan": calibration.LAUNCH}
 
-    def convert_early(self, preset, store, report: Callable[[str], None], stop: threading.Event) -> None:
+    def convert_early(self, preset, store, report: Callable[[str], None], stop: threading.Event,
+                      on_ready: Callable[[str, Path], None] = lambda role, folder: None) -> None:
         """Convert the formats the launch calibrates as soon as each model's own IR is on disk
-        (the warm-up calls it at once), in a child at low priority, beside the pair's load and
-        the calibration's own prepare. A compressed format is made straight from the GGUF IR (its weights
-        unpacked in memory, demo.models.formats.unpack_and_compress); the main model first,
-        the longest."""
+        (the warm-up calls it at once), each in a child at low priority, beside the pair's load and
+        the calibration's own prepare: the main model's formats (the longest; those a profile's
+        confirmation times first) and the draft's side by side, so neither core idles while the
+        other converts. A compressed format is made straight from the GGUF IR (its weights
+        unpacked in memory, demo.models.formats.unpack_and_compress). `on_ready(role, folder)`
+        hears of each format as it lands (the warm-up proves it on this CPU then)."""
         plan = self.plan(preset, store)
-        for role, spec, fmts in (("main", preset.main, plan["main_formats"]),
-                                 ("draft", preset.draft, plan["draft_formats"])):
-            for fmt in fmts:
-                if fmt == formats.DEFAULT_FORMAT or spec is None or not has_formats(spec):
-                    continue
-                while store.ready_path(spec, formats.DEFAULT_FORMAT) is None:
-                    if stop.wait(EARLY_POLL_S):
-                        return
-                main, draft = ([fmt], []) if role == "main" else ([], [fmt])
-                calibration.prepare_candidates(preset, store, main, draft, report=report, stop=stop)
+        found = self.profile(preset, store)
+        first = set(self._confirmation_formats(found))
+        mains = sorted(plan["main_formats"], key=lambda f: f not in first)  # stable: the rest keep their order
+        draft = threading.Thread(target=self._convert, name="startup-early-conversion-draft", daemon=True,
+                                 args=(preset, store, "draft", plan["draft_formats"], report, stop, on_ready))
+        draft.start()
+        self._convert(preset, store, "main", mains, report, stop, on_ready)
+        draft.join()
+
+    @staticmethod
+    def _convert(preset, store, role: str, fmts, report, stop: threading.Event, on_ready) -> None:
+        spec = preset.main if role == "main" else preset.draft
+        for fmt in fmts:
+            if fmt == formats.DEFAULT_FORMAT or spec is None or not has_formats(spec):
+                continue
+            while store.ready_path(spec, formats.DEFAULT_FORMAT) is None:
+                if stop.wait(EARLY_POLL_S):
+                    return
+            main, draft = ([fmt], []) if role == "main" else ([], [fmt])
+            folders = calibration.prepare_candidates(preset, store, main, draft, report=report, stop=stop)
+            on_ready(role, folders[(role, fmt)])
+
+    @staticmethod
+    def _confirmation_formats(found: Optional[dict]) -> list[str]:
+        if found is None:
+            return []
+        d = found["decisions"]
+        keys = [d["baseline"][profiles.CONFIRM_MODE], d["runner_up"]]
+        return list(dict.fromkeys(profiles.split_plain_key(k)[0] for k in keys if k))
 
     def prepare_candidates(self, preset, store, report: Callable[[str], None]) -> None:
+        """Convert what the launch measures first: with a profile, only what its confirmation
+        times (the rest is converted while it runs, and waited for after); else every format."""
+        found = self.profile(preset, store)
+        if found is not None:
+            calibration.prepare_candidates(preset, store, self._confirmation_formats(found), [], report=report)
+            return
         plan = self.plan(preset, store)
         calibration.prepare_candidates(preset, store, plan["main_formats"], plan["draft_formats"], report=report)
 
@@ -102,6 +130,9 @@ class LaunchCalibrator:
         if found is not None:
             confirmed = self._confirm(found, preset, store, report, slot)
             if confirmed is not None:
+                plan = self.plan(preset, store)  # the pair's formats, converted early meanwhile: waited for here
+                calibration.prepare_candidates(preset, store, plan["main_formats"], plan["draft_formats"],
+                                               report=report)
                 return confirmed
             self.prepare_candidates(preset, store, report)  # measured as without a profile: every launch format
         return calibration.calibrate(preset, store, report=report, slot=slot, race_pair=race_pair,

@@ -24,8 +24,8 @@ of medians of paired ratios, and on these 2-core boxes one pair's ratio wanders 
 recorded so far (1.1-1.3×), a single pair favours the runner-up only by chance (p ≈ 0.05),
 so the median of eight does about never (< 0.001); where this machine truly ranks the two
 the other way (the runner-up ahead in 4 pairs of 5), the median of eight says so in 94 % of
-launches. Eight pairs of 48 tokens take about 40 s on a Zen 4: a fifth of what measuring
-the formats from scratch takes.
+launches. Eight pairs of 32 tokens take about 35 s on a Zen 4 (loading the two pipelines
+another 17 s): a fifth of what measuring the formats from scratch takes.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 CLASS_KEYS = ("cpu_vendor", "cpu_family", "cpu_model", "cpu", "isa_flags", "cores", "openvino")
 CONFIRM_MODE = "fair"
 CONFIRM_PAIRS = 8
-CONFIRM_NEW_TOKENS = 48
+CONFIRM_NEW_TOKENS = 32
 
 
 # -- what a profile holds --------------------------------------------------------------

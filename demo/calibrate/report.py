@@ -26,6 +26,9 @@ def launch_lines(result: Calibration, full_report: str) -> list[str]:
 def _header(result: Calibration) -> list[str]:
     lines = [f"calibration of {result.preset} ({result.duration_s} s, {result.cores} cores, "
              f"ISA {' '.join(result.fingerprint.isa_flags)})"]
+    if result.origin is not None:
+        lines.append(f"  these choices: {result.origin.words()}; the rates below were measured on that class's "
+                     f"machine by {result.origin.source}")
     busy = max((b for b in result.others_busy or [] if b is not None), default=0.0)
     if busy > BUSY_SHARE:
         lines.append(f"  warning: other processes used {busy:.0%} of the CPU around the measurement; "

@@ -37,9 +37,11 @@ class Calibrator(Protocol):
     app hands it in, so the engine never imports the calibration that runs above it.
     """
 
-    def convert_early(self, preset, store, report: Callable[[str], None], stop: threading.Event) -> None:
+    def convert_early(self, preset, store, report: Callable[[str], None], stop: threading.Event,
+                      on_ready: Callable[[str, Path], None] = lambda role, folder: None) -> None:
         """Start converting what the calibration will measure as soon as each model's own IR
-        is on disk, beside the pair's load and the calibration's own prepare (low priority)."""
+        is on disk, beside the pair's load and the calibration's own prepare (low priority);
+        `on_ready(role, folder)` as each format lands."""
 
     def prepare_candidates(self, preset, store, report: Callable[[str], None]) -> None:
         """Convert the weight formats the calibration will measure (no quiet machine needed)."""
@@ -84,7 +86,7 @@ def start_warmup(arena: WarmupHost, report: Callable[[str], None],
     preset = arena.presets.get(request.preset)
     give_up = threading.Event()  # the pair failed to prepare: the early conversion stops waiting
     if calibrator is not None and needs_calibration(arena, preset):
-        threading.Thread(target=_convert_early, args=(arena, calibrator, preset, report, give_up),
+        threading.Thread(target=_convert_early, args=(arena, calibrator, preset, report, give_up, request),
                          name="startup-early-conversion", daemon=True).start()
 
     def task(message: str) -> None:  # main and draft prepare side by side: a row each on the page
@@ -173,15 +175,26 @@ def _check_early(arena: WarmupHost, request: RaceRequest, role: str, task: Calla
 
 
 def _convert_early(arena: WarmupHost, calibrator: Calibrator, preset, report: Callable[[str], None],
-                   stop: threading.Event) -> None:
+                   stop: threading.Event, request: Optional[RaceRequest] = None) -> None:
     # From the moment each model's own IR is on disk, beside the pair's native check, load
     # and warm-up: the conversion child is background work (demo.core.isolation.lower_priority,
     # its session niced too), so it takes only the core those leave idle, and the calibration
     # that waits for it starts sooner (BENCHMARKS.md, issue 32).
     try:
-        calibrator.convert_early(preset, arena.store, lambda m: report(f"calibrating: {m}"), stop)
+        calibrator.convert_early(preset, arena.store, lambda m: report(f"calibrating: {m}"), stop,
+                                 on_ready=lambda role, folder: _check_converted(arena, request, role, folder))
     except DemoError as e:  # the calibration's own prepare tries again and says why
         report(f"calibrating: converting early did not work ({e}); it is tried again later")
+
+
+def _check_converted(arena: WarmupHost, request: Optional[RaceRequest], role: str, folder: Path) -> None:
+    """Prove a freshly converted format with a race's threads on this CPU in the background,
+    beside the other conversions: the chosen pair then loads at Ready without a check first
+    (three such checks took 20 s before Ready on a Zen 4)."""
+    if request is None or placement.kind(request.options.main_device) != "CPU":
+        return
+    threading.Thread(target=arena.guard.check_all, args=([NativeConfig(str(folder), role, threads_for(request))],),
+                     name=f"startup-check-{role}-{folder.name}", daemon=True).start()
 
 
 def needs_calibration(arena: WarmupHost, preset) -> bool:
