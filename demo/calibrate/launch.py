@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Callable, ContextManager, Optional, Sequence
 
 from ..models import formats
-from ..models.calibration_result import Calibration
+from ..core.files import write_atomic
+from ..models.calibration_result import Calibration, Origin
 from ..models.sources import has_formats
 from . import calibration, profile as profiles
 from .report import launch_lines
@@ -126,22 +127,26 @@ class LaunchCalibrator:
 
     def calibrate(self, preset, store, report: Callable[[str], None],
                   slot: Callable[[str], ContextManager], race_pair: Optional[Callable[..., dict]] = None) -> Calibration:
-        found = self.profile(preset, store)
+        found, contradicted = self.profile(preset, store), None
         if found is not None:
-            confirmed = self._confirm(found, preset, store, report, slot)
+            confirmed, contradicted = self._confirm(found, preset, store, report, slot)
             if confirmed is not None:
                 plan = self.plan(preset, store)  # the pair's formats, converted early meanwhile: waited for here
                 calibration.prepare_candidates(preset, store, plan["main_formats"], plan["draft_formats"],
                                                report=report)
                 return confirmed
             self.prepare_candidates(preset, store, report)  # measured as without a profile: every launch format
-        return calibration.calibrate(preset, store, report=report, slot=slot, race_pair=race_pair,
-                                     **self.plan(preset, store))
+        result = calibration.calibrate(preset, store, report=report, slot=slot, race_pair=race_pair,
+                                       **self.plan(preset, store))
+        if contradicted is not None:  # the evidence kept with what replaced the profile
+            result = result.model_copy(update={"origin": contradicted})
+            write_atomic(Path(result.path), result.model_copy(update={"path": None}).to_json())
+        return result
 
     def _confirm(self, found: dict, preset, store, report: Callable[[str], None],
-                 slot: Callable[[str], ContextManager]) -> Optional[Calibration]:
-        """The profile's calibration saved as this machine's when the confirmation agrees; None
-        (and self.fallback says why) when it does not."""
+                 slot: Callable[[str], ContextManager]) -> tuple[Optional[Calibration], Optional[Origin]]:
+        """(the profile's calibration saved as this machine's, None) when the confirmation
+        agrees; (None, the contradicting confirmation) when it does not, self.fallback saying why."""
         from ..engine.safety import SafetyRecord
         from ..models.calibration_store import fingerprint, stages_path
         from .stages import StageRunner
@@ -154,16 +159,18 @@ class LaunchCalibrator:
         runner.finish()
         if origin.confirmed:
             report(origin.words())
-            return profiles.from_profile(found, preset, store, origin, started)
+            return profiles.from_profile(found, preset, store, origin, started), None
+        slower = sum(r < origin.bar for r in origin.ratios)
         self.fallback = (f"this CPU class's profile ({found['file']}) chose {origin.chosen} over {origin.runner_up}, "
-                         f"but here it ran {origin.median_ratio():.2f}× it (median of {len(origin.ratios)} "
-                         f"paired samples; {origin.bar:.2f}× needed): measuring this machine instead")
+                         f"but here {origin.runner_up} ran over {1 / origin.bar:.2f}× it in {slower} of "
+                         f"{len(origin.ratios)} paired samples (median {origin.median_ratio():.2f}×): measuring this "
+                         "machine instead")
         report(self.fallback)
-        return None
+        return None, origin
 
     def summary_lines(self, result: Calibration, cache_dir: Path) -> list[str]:
         lines = launch_lines(result, f"python -m demo.calibrate --cache-dir {shlex.quote(str(cache_dir))}")
-        if result.origin is None and result.path:
+        if (result.origin is None or not result.origin.confirmed) and result.path:
             lines.append("  no profile of this CPU class confirmed it: python -m demo.calibrate.profile write "
                          f"{shlex.quote(result.path)} (after copying it into bench-results/) ships one")
         return lines

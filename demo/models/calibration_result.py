@@ -220,7 +220,7 @@ class Origin(_Model):
     chosen: str        # plain_key of the profile's baseline, and of the runner-up it was timed against
     runner_up: str
     ratios: list[float]  # this machine's paired samples, chosen / runner-up
-    bar: float           # the median ratio that confirms (demo.calibrate.profile.confirmation_bar)
+    bar: float           # the median ratio that confirms (demo.calibrate.profile.CONFIRM_BAR)
     rates: dict[str, list[float]]
     confirmed: bool
 
@@ -231,12 +231,16 @@ class Origin(_Model):
 
     def words(self) -> str:
         """Where the choices come from, in a sentence for the page and the log."""
-        return (f"from this CPU class's profile (measured {self.measured_at}), confirmed here: "
-                f"{plain_words(self.chosen)} ran {self.median_ratio():.2f}× {plain_words(self.runner_up)} "
+        read = (f"{plain_words(self.chosen)} ran {self.median_ratio():.2f}× {plain_words(self.runner_up)} "
                 f"(median of {len(self.ratios)} paired samples)")
+        if self.confirmed:
+            return f"from this CPU class's profile (measured {self.measured_at}), confirmed here: {read}"
+        return f"measured on this machine, which contradicted its CPU class's profile ({self.profile}): {read}"
 
     def short(self) -> str:
-        return f"choices from this CPU class's profile, confirmed here in {len(self.ratios)} paired samples"
+        if self.confirmed:
+            return f"choices from this CPU class's profile, confirmed here in {len(self.ratios)} paired samples"
+        return "choices measured on this machine (it contradicted its CPU class's profile)"
 
 
 class Calibration(_Model):
