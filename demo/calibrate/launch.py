@@ -24,6 +24,7 @@ from . import calibration, profile as profiles
 from .report import launch_lines
 
 EARLY_POLL_S = 1.0  # how often the early conversion looks for the pair's own IR
+CONVERTERS = 2  # early conversions at once: each child mostly uses one core, and these boxes have two
 
 
 def launch_formats(isa_flags: Sequence[str]) -> tuple[list[str], list[str]]:
@@ -78,34 +79,42 @@ class LaunchCalibrator:
     def convert_early(self, preset, store, report: Callable[[str], None], stop: threading.Event,
                       on_ready: Callable[[str, Path], None] = lambda role, folder: None) -> None:
         """Convert the formats the launch calibrates as soon as each model's own IR is on disk
-        (the warm-up calls it at once), each in a child at low priority, beside the pair's load and
-        the calibration's own prepare: the main model's formats (the longest; those a profile's
-        confirmation times first) and the draft's side by side, so neither core idles while the
-        other converts. A compressed format is made straight from the GGUF IR (its weights
-        unpacked in memory, demo.models.formats.unpack_and_compress). `on_ready(role, folder)`
-        hears of each format as it lands (the warm-up proves it on this CPU then)."""
+        (the warm-up calls it at once), each in a child at low priority, beside the pair's load
+        and the calibration's own prepare. Two at a time (CONVERTERS), from one line: those a
+        profile's confirmation times first, then the draft's (short), then the main's others
+        (the longest), so neither core idles while the other converts. A compressed format is
+        made straight from the GGUF IR (its weights unpacked in memory,
+        demo.models.formats.unpack_and_compress). `on_ready(role, folder)` hears of each
+        format as it lands (the warm-up proves it on this CPU then)."""
         plan = self.plan(preset, store)
-        found = self.profile(preset, store)
-        first = set(self._confirmation_formats(found))
-        mains = sorted(plan["main_formats"], key=lambda f: f not in first)  # stable: the rest keep their order
-        draft = threading.Thread(target=self._convert, name="startup-early-conversion-draft", daemon=True,
-                                 args=(preset, store, "draft", plan["draft_formats"], report, stop, on_ready))
-        draft.start()
-        self._convert(preset, store, "main", mains, report, stop, on_ready)
-        draft.join()
+        first = self._confirmation_formats(self.profile(preset, store))
+        line = ([("main", f) for f in first] + [("draft", f) for f in plan["draft_formats"]]
+                + [("main", f) for f in plan["main_formats"] if f not in first])
+        specs = {"main": preset.main, "draft": preset.draft}
+        jobs = [(role, fmt) for role, fmt in line if fmt != formats.DEFAULT_FORMAT
+                and specs[role] is not None and has_formats(specs[role])]
+        lock = threading.Lock()
 
-    @staticmethod
-    def _convert(preset, store, role: str, fmts, report, stop: threading.Event, on_ready) -> None:
-        spec = preset.main if role == "main" else preset.draft
-        for fmt in fmts:
-            if fmt == formats.DEFAULT_FORMAT or spec is None or not has_formats(spec):
-                continue
-            while store.ready_path(spec, formats.DEFAULT_FORMAT) is None:
-                if stop.wait(EARLY_POLL_S):
-                    return
-            main, draft = ([fmt], []) if role == "main" else ([], [fmt])
-            folders = calibration.prepare_candidates(preset, store, main, draft, report=report, stop=stop)
-            on_ready(role, folders[(role, fmt)])
+        def worker() -> None:
+            while not stop.is_set():
+                with lock:
+                    if not jobs:
+                        return
+                    role, fmt = jobs.pop(0)
+                while store.ready_path(specs[role], formats.DEFAULT_FORMAT) is None:
+                    if stop.wait(EARLY_POLL_S):
+                        return
+                main, draft = ([fmt], []) if role == "main" else ([], [fmt])
+                folders = calibration.prepare_candidates(preset, store, main, draft, report=report, stop=stop)
+                on_ready(role, folders[(role, fmt)])
+
+        helpers = [threading.Thread(target=worker, name=f"startup-early-conversion-{i}", daemon=True)
+                   for i in range(1, CONVERTERS)]
+        for h in helpers:
+            h.start()
+        worker()
+        for h in helpers:
+            h.join()
 
     @staticmethod
     def _confirmation_formats(found: Optional[dict]) -> list[str]:
