@@ -373,6 +373,24 @@ def test_the_log_times_each_stream_on_its_own():
                      "ready for races"]
 
 
+def test_a_step_saying_its_line_again_while_it_runs_is_one_step():
+    """A conversion reports its stage at its start and again at its end, a minute later, with
+    another stream's lines between: one line, timed once when its stream moves on (a first
+    launch printed each conversion twice, once after its own "done in")."""
+    lines, now = [], [0.0]
+    log = QuietLog(lines.append, clock=lambda: now[0])
+    log("calibrating: unpacking and compressing draft model weights to int4_sym with NNCF")
+    now[0] = 30.0
+    log("checking once that OpenVINO runs the gguf main with 1 thread on this CPU")
+    now[0] = 56.0
+    log("calibrating: unpacking and compressing draft model weights to int4_sym with NNCF")
+    log("calibrating: measuring the draft models")
+    assert lines == ["calibrating: unpacking and compressing draft model weights to int4_sym with NNCF",
+                     "checking once that OpenVINO runs the gguf main with 1 thread on this CPU",
+                     "calibrating: unpacking and compressing draft model weights to int4_sym with NNCF: done in 56.0 s",
+                     "calibrating: measuring the draft models"]
+
+
 def test_a_task_is_not_called_done_because_another_thread_began_one():
     """At launch the draft converts while the main model's check runs in another thread: the
     check's first line must not end the conversion ("converting …: done in 6.4 s" before its

@@ -85,7 +85,8 @@ def prepare_candidates(preset, store, main_formats: Sequence[str] = DEFAULT_MAIN
         for fmt in fmts:
             if stop is not None and stop.is_set():
                 raise DemoError("Calibration was stopped; what was measured so far is kept.")
-            report(f"preparing the {role} model as {fmt}")
+            if store.ready_path(spec, fmt) is None:  # a format already on disk needs no line in the log
+                report(f"preparing the {role} model as {fmt}")
             folders[(role, fmt)] = store.prepare(spec, f"{role} model", lambda stage, d, t: report(stage),
                                                  weight_format=fmt, cancel=stop).path
     return folders

@@ -7,7 +7,8 @@ prepared beside the main model): each is rate-limited on its own, a duration is 
 within its stream (the thread that reports it, and a one-word prefix such as "calibrating: "),
 not across streams (a conversion is not "done" because a check began in another thread), and two tasks that take
 turns (one waiting on the other's prepare) never reprint their lines: an identical line
-comes back only as a new occurrence of its step, at least `repeat_s` later. A task with percentages
+comes back only as a new occurrence of its step, at least `repeat_s` later, and not while its
+stream still has it open (a conversion's last word repeating its first). A task with percentages
 says its duration with its 100% line; one without says it when the next new task begins,
 unless it is a wait.
 """
@@ -40,7 +41,7 @@ class QuietLog:
             stream, progress = _stream(task), message.rstrip().endswith("%")
             state = self._tasks.get(task)
             if (state is not None and task != self._latest and state["last"] == message and not progress
-                    and now - state["printed"] >= self.repeat_s):
+                    and now - state["printed"] >= self.repeat_s and self._open.get(stream) != task):
                 state = None  # the same step again later (a reload after calibration): a new occurrence
             self._latest = task
             if state is None:
