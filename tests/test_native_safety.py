@@ -385,10 +385,15 @@ def test_a_step_saying_its_line_again_while_it_runs_is_one_step():
     now[0] = 56.0
     log("calibrating: unpacking and compressing draft model weights to int4_sym with NNCF")
     log("calibrating: measuring the draft models")
+    log("  the whole report: python -m demo.calibrate")  # a summary's line: no task of its own
+    now[0] = 58.0
+    log("ready")
     assert lines == ["calibrating: unpacking and compressing draft model weights to int4_sym with NNCF",
                      "checking once that OpenVINO runs the gguf main with 1 thread on this CPU",
                      "calibrating: unpacking and compressing draft model weights to int4_sym with NNCF: done in 56.0 s",
-                     "calibrating: measuring the draft models"]
+                     "calibrating: measuring the draft models", "  the whole report: python -m demo.calibrate",
+                     "checking once that OpenVINO runs the gguf main with 1 thread on this CPU: done in 28.0 s",
+                     "ready"]
 
 
 def test_a_task_is_not_called_done_because_another_thread_began_one():

@@ -133,7 +133,7 @@ def test_the_confirmation_times_the_two_configurations_in_turn_in_real_pipelines
     assert [len(v) for v in origin.rates.values()] == [profile.CONFIRM_PAIRS] * 2
     assert all(r > 0 for v in origin.rates.values() for r in v)
     assert len(origin.ratios) == profile.CONFIRM_PAIRS and origin.bar == pytest.approx(0.97)
-    assert any("round 4 of 4" in m for m in said), said
+    assert any("every format in turn, 4 rounds" in m for m in said), said
 
 
 def launch_with(p: dict, preset, store, rates: dict, monkeypatch) -> tuple[Calibration, list, list]:

@@ -79,8 +79,8 @@ def plain_rates(folders: dict, prompts: Sequence[str], max_new_tokens: int, thre
             runners[REFERENCE] = load_reference()
         order = list(runners)
         try:
+            send(f"timing the main model alone, every format in turn, {rounds} rounds")  # one line in the log
             for r in range(rounds):
-                send(f"timing the main model alone, every format in turn: round {r + 1} of {rounds}")
                 for text in prompts:
                     for fmt in order[r % len(order):] + order[:r % len(order)]:
                         time_once(runners[fmt], fmt, text)

@@ -10,7 +10,7 @@ turns (one waiting on the other's prepare) never reprint their lines: an identic
 comes back only as a new occurrence of its step, at least `repeat_s` later, and not while its
 stream still has it open (a conversion's last word repeating its first). A task with percentages
 says its duration with its 100% line; one without says it when the next new task begins,
-unless it is a wait.
+unless it is a wait. An indented line (a summary's) is written as it comes.
 """
 
 from __future__ import annotations
@@ -37,6 +37,9 @@ class QuietLog:
 
     def __call__(self, message: str) -> None:
         with self._lock:
+            if message.startswith(" "):  # an indented line belongs to a summary: no task, no duration
+                self.write(message)
+                return
             now, task = self.clock(), _PROGRESS.sub("", message).strip()
             stream, progress = _stream(task), message.rstrip().endswith("%")
             state = self._tasks.get(task)
