@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from demo.calibrate import calibration, launch, profile
+from demo.core.errors import DemoError
 from demo.models import calibration_store
 from demo.models.calibration_result import Calibration
 
@@ -45,7 +46,19 @@ def a_calibration(rates=RATES, baseline=("int4_channel", "SDPA"), **fields) -> C
                    plain={"fair": {"rates": rates, "interleaved": True}},
                    baseline={"fair": {"main_format": baseline[0], "baseline_tok_s": 25.5, "attention": baseline[1]},
                              "race": {"main_format": "int4_channel", "baseline_tok_s": 13.0}},
-                   precision={"choice": "f32", "reason": "measured"}, **fields)
+                   precision={"choice": "f32", "reason": "measured"},
+                   main={f: {"verify_s": {"fair": [0.05] * 5, "race": [0.08] * 5}, "memory_bytes": 1 << 30}
+                         for f in ("int4_sym", "gguf", "int4_channel", "f16")},  # every format a launch measures
+                   **fields)
+
+
+def test_a_calibration_that_left_out_a_format_a_launch_measures_makes_no_profile(tmp_path):
+    """A Zen 5 launch of 2026-12-05 measured int4_sym alone, before launches timed int4_channel
+    too: its profile could race a baseline slower than that class's fastest."""
+    with pytest.raises(DemoError, match="did not measure gguf, int4_channel, which a launch on its CPU class"):
+        planted(tmp_path, made_up({"fair": ("int4_sym", "int4_sym", 2)}, fingerprint={
+            "cpu": "AMD EPYC", "isa_flags": ["avx2", "avx512_vnni"], "cores": 2, "memory_bytes": 1, "openvino": "0",
+            "models": {"main": "m", "draft": "d"}}))
 
 
 def test_decisions_name_the_runner_up_calibrations_own_rule_would_pick():

@@ -138,6 +138,13 @@ def build(calibration_path: Path, root: Path = REPO_ROOT) -> dict:
     except ValueError:
         raise DemoError(f"{calibration_path} is outside the repository: copy it into bench-results/ (a profile "
                         "names the file it came from), then write its profile from there.") from None
+    from .launch import launch_formats
+
+    missing = [f for f in launch_formats(result.fingerprint.isa_flags)[0] if f not in result.main]
+    if missing:  # its baseline could be slower than a format today's launch would have found faster
+        raise DemoError(f"{calibration_path} did not measure {', '.join(missing)}, which a launch on its CPU class "
+                        "measures now; a profile from it could race a baseline slower than this class's fastest: "
+                        "calibrate again, then write its profile.")
     record = result.to_dict()
     record.pop("path", None)
     record.pop("origin", None)
