@@ -18,14 +18,10 @@ two boxes of one class.
 
 The confirmation (confirm): the profile's baseline for fair mode (the configuration every
 headline speedup is read against) and its runner-up, timed in their real pipelines on this
-machine, interleaved, CONFIRM_PAIRS paired samples. Why eight: the decision is a comparison
-of medians of paired ratios, and on these 2-core boxes one pair's ratio wanders by about
-±10 % (drift between the two runs of a pair). Where the profile holds with the margins
-recorded so far (1.1-1.3×), a single pair favours the runner-up only by chance (p ≈ 0.05),
-so the median of eight does about never (< 0.001); where this machine truly ranks the two
-the other way (the runner-up ahead in 4 pairs of 5), the median of eight says so in 94 % of
-launches. Eight pairs of 32 tokens take about 35 s on a Zen 4 (loading the two pipelines
-another 17 s): a fifth of what measuring the formats from scratch takes.
+machine, interleaved, CONFIRM_PAIRS paired samples, judged by CONFIRM_BAR below. Why eight:
+the fewest pairs whose sign test can set a profile aside at 95 % (with six, only all six
+against it would; with four, nothing could). Eight pairs of 32 tokens take about 32 s on a
+Zen 4 (loading the two pipelines another 20 s): a fifth of measuring the formats from scratch.
 """
 
 from __future__ import annotations
@@ -76,14 +72,13 @@ def runner_up(rates: dict, chosen: str) -> Optional[str]:
 # here, what the race's honesty rests on, not slower than calibration can tell apart
 # (cost_model.TIE_MARGIN); it does not retry calibration's tie-break between two backends
 # (the stateful one only where it wins by 5 % in every pair: about answers parting sooner,
-# not speed). These 2-core boxes are noisy: one pair's ratio wandered with a spread of 0.16
-# (a Zen 4 launch's eight pairs: 0.88-1.36, median 1.08), so a median of eight wanders by
-# about ±0.07, and a median bar would send a third of the launches on a true tie to
-# measuring whole (Ready 445 s instead of ~250 s). So the profile is set aside only when
-# the median's distribution-free upper bound (CONFIDENCE, one-sided: the order statistic a
-# sign test gives) is below the bar: with eight pairs, when the runner-up ran faster than
-# the bar in at least seven. On a true tie that happens in about 1 launch of 70; with the
-# baseline truly 20 % slower, in 7 of 10 (the spread above; 4 of 10 at 10 % slower).
+# not speed). These 2-core boxes are noisy: one pair's ratio ranged 0.61-1.96 over five Zen 4
+# launches (40 pairs; medians 1.06-1.12), so a bar on the median itself would send many
+# launches on a near tie to measuring whole (Ready 445 s instead of ~215 s). So the profile is
+# set aside only when the median's distribution-free upper bound (CONFIDENCE, one-sided: the
+# order statistic a sign test gives) is below the bar: with eight pairs, when the runner-up ran
+# faster than the bar in at least seven. Whatever the spread, a baseline as fast as its
+# runner-up is set aside in at most 9/256 of launches (1 in 28).
 CONFIRM_BAR = 1 - TIE_MARGIN
 CONFIDENCE = 0.95
 
