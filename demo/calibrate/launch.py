@@ -4,7 +4,7 @@
 it without importing demo.calibrate, which sits above it. On a CPU class with a profile
 (demo.calibrate.profile) it converts only the formats the profile chose and confirms the
 profile's baseline against its runner-up; where this machine disagrees, or on a class with
-no profile, it measures the formats a launch calibrates (launch_formats, below) with the
+no profile, it measures the formats a launch calibrates (plan.launch_formats) with the
 launch plan (calibration.LAUNCH).
 """
 
@@ -14,36 +14,18 @@ import shlex
 import threading
 import time
 from pathlib import Path
-from typing import Callable, ContextManager, Optional, Sequence
+from typing import Callable, ContextManager, Optional
 
 from ..models import formats
 from ..core.files import write_atomic
-from ..models.calibration_result import Calibration, Origin
+from ..models.calibration_result import Calibration, Origin, split_plain_key
 from ..models.sources import has_formats
 from . import calibration, profile as profiles
+from .plan import launch_formats
 from .report import launch_lines
 
 EARLY_POLL_S = 1.0  # how often the early conversion looks for the pair's own IR
 CONVERTERS = 2  # early conversions at once: each child mostly uses one core, and these boxes have two
-
-
-def launch_formats(isa_flags: Sequence[str]) -> tuple[list[str], list[str]]:
-    """(main, draft) formats a first launch calibrates: the GGUF-derived IR it already has and
-    the compressed format that won on this CPU class (BENCHMARKS.md): int4_sym where integer
-    dot products are fast (VNNI or AMX), f16 where only AVX2 (compressed verify steps cost
-    nearly K+1 tokens there, f16 barely more than one). The first main format answers the
-    acceptance prompts, so the faster one goes first, and a slower format that cannot beat
-    it is not measured further. With fast integer kernels the int4_sym draft is a candidate
-    too (AMX Xeon, f32 activations: 18 against 24 ms a guess for the gguf IR).
-    With fast integer kernels int4_channel (one int4 scale a row) is measured too, alone only
-    (Plan.alone_only: its quality and its rate without a draft, no curve): on a Zen 4 its main
-    alone is the fastest plain configuration (1.12x int4_sym's), so the speedup the page reads
-    is against it; as a pair's main it bought little there and cost 125 s of Ready to measure
-    (BENCHMARKS.md), so `python -m demo.calibrate` measures that."""
-    fast_int = any(f in isa_flags for f in ("avx512_vnni", "avx_vnni", "amx_int8"))
-    if fast_int:
-        return ["int4_sym", "gguf", "int4_channel"], ["int4_sym", "gguf"]
-    return ["gguf", "f16"], ["gguf"]
 
 
 class LaunchCalibrator:
@@ -122,7 +104,7 @@ class LaunchCalibrator:
             return []
         d = found["decisions"]
         keys = [d["baseline"][profiles.CONFIRM_MODE], d["runner_up"]]
-        return list(dict.fromkeys(profiles.split_plain_key(k)[0] for k in keys if k))
+        return list(dict.fromkeys(split_plain_key(k)[0] for k in keys if k))
 
     def prepare_candidates(self, preset, store, report: Callable[[str], None]) -> None:
         """Convert what the launch measures first: with a profile, only what its confirmation

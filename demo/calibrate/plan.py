@@ -1,10 +1,11 @@
 """How much a calibration measures (demo.calibrate.calibration): the full plan of
-`python -m demo.calibrate`, and the launch plan `python app.py` runs before it says Ready."""
+`python -m demo.calibrate`, the launch plan `python app.py` runs before it says Ready, and
+the formats a launch measures on a CPU class without a profile (launch_formats)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Optional, Sequence
 
 from .measure import DRAFT_REPEATS, REPEATS
 
@@ -46,3 +47,22 @@ LAUNCH = Plan("launch", sparse_fair=True, repeats=3, acceptance_per_main=False, 
               # pair on it ran 1.00-1.01x int4_sym's pair (BENCHMARKS.md): measured as a pair's main it took
               # Ready from 278 to 403 s there, alone 259 to 341 s.
               alone_only=("int4_channel",))
+
+
+def launch_formats(isa_flags: Sequence[str]) -> tuple[list[str], list[str]]:
+    """(main, draft) formats a first launch calibrates: the GGUF-derived IR it already has and
+    the compressed format that won on this CPU class (BENCHMARKS.md): int4_sym where integer
+    dot products are fast (VNNI or AMX), f16 where only AVX2 (compressed verify steps cost
+    nearly K+1 tokens there, f16 barely more than one). The first main format answers the
+    acceptance prompts, so the faster one goes first, and a slower format that cannot beat
+    it is not measured further. With fast integer kernels the int4_sym draft is a candidate
+    too (AMX Xeon, f32 activations: 18 against 24 ms a guess for the gguf IR).
+    With fast integer kernels int4_channel (one int4 scale a row) is measured too, alone only
+    (Plan.alone_only: its quality and its rate without a draft, no curve): on a Zen 4 its main
+    alone is the fastest plain configuration (1.12x int4_sym's), so the speedup the page reads
+    is against it; as a pair's main it bought little there and cost 125 s of Ready to measure
+    (BENCHMARKS.md), so `python -m demo.calibrate` measures that."""
+    fast_int = any(f in isa_flags for f in ("avx512_vnni", "avx_vnni", "amx_int8"))
+    if fast_int:
+        return ["int4_sym", "gguf", "int4_channel"], ["int4_sym", "gguf"]
+    return ["gguf", "f16"], ["gguf"]

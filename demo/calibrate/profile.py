@@ -41,6 +41,7 @@ from ..core.files import write_atomic
 from ..models.calibration_result import Calibration, Origin, plain_key, plain_words, split_plain_key
 from ..models.calibration_store import CALIBRATION_VERSION, cache_path, fingerprint
 from .cost_model import TIE_MARGIN, paged_unless_clearly_slower, plain_choice
+from .plan import launch_formats
 
 PROFILE_VERSION = 1
 PROFILES_DIR = Path(__file__).with_name("profiles")
@@ -133,8 +134,6 @@ def build(calibration_path: Path, root: Path = REPO_ROOT) -> dict:
     except ValueError:
         raise DemoError(f"{calibration_path} is outside the repository: copy it into bench-results/ (a profile "
                         "names the file it came from), then write its profile from there.") from None
-    from .launch import launch_formats
-
     missing = [f for f in launch_formats(result.fingerprint.isa_flags)[0] if f not in result.main]
     if missing:  # its baseline could be slower than a format today's launch would have found faster
         raise DemoError(f"{calibration_path} did not measure {', '.join(missing)}, which a launch on its CPU class "
