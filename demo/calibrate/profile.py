@@ -33,7 +33,6 @@ import json
 import sys
 import time
 from pathlib import Path
-from statistics import median
 from typing import Callable, Optional
 
 from ..core.errors import DemoError
