@@ -741,8 +741,19 @@ def test_startup_calibrates_once_then_loads_the_chosen_formats(session_store, sm
 
     monkeypatch.setattr(calibration, "calibrate", choose_int8)
     arena = Arena(presets, store)
+    from demo.web.ui import build_demo
+
+    page = build_demo(arena, bench_enabled=False)  # built before the calibration, as app.py builds it
+    status = next(f.fn for f in page.fns.values() if getattr(f.fn, "__name__", None) == "startup_status")
+    built_k = arena.default_assistant_tokens(None)
+    assert built_k != 2
     arena.start_background_warmup(calibrator=LaunchCalibrator()).join(timeout=600)
     assert arena.startup.get()[0] == "ready" and calls == ["smollm2-self-draft"]
+    # Once Ready, the page's K slider shows the calibrated K, unless the visitor moved it.
+    import gradio as gr
+
+    assert status(built_k, presets.default)[2].value == 2
+    assert status(built_k + 1, presets.default)[2] == gr.skip()
     pair = arena.prepared(RaceRequest(prompt="x"))
     assert (pair.main_format, pair.draft_format) == ("int8", "gguf")
     loaded = {key.main for key, sides in arena.cache.loaded()}

@@ -226,12 +226,22 @@ def build_demo(arena: Backend, bench_enabled: bool = True, booth: Optional[Booth
         # how far that got, polling cheaply until it is ready.
         ticker = gr.Timer(1.0)
 
-        def startup_status():
+        built_k = assistant_tokens.value  # what models.yaml (or a calibration before this launch) said
+
+        def startup_status(k_shown=None, preset_shown=None):
             view = arena.startup.view()
             # What OpenVINO crashed on here, and was skipped (demo.engine.safety), stays on the page.
             html = startup_view.startup_html(view, arena.skipped_configurations())
-            return html, gr.Timer(active=view.phase == "preparing")
+            # The page was built before this launch's calibration: once it is Ready, the K slider
+            # shows the calibrated K, unless the visitor has moved it.
+            k = gr.skip()
+            if view.phase == "ready" and k_shown == built_k and preset_shown in presets.presets:
+                calibrated = arena.default_assistant_tokens(preset_shown)
+                k = gr.Slider(value=calibrated) if calibrated != k_shown else gr.skip()
+            return html, gr.Timer(active=view.phase == "preparing"), k
 
-        ticker.tick(startup_status, None, [startup, ticker], api_visibility="private", queue=False)
-        demo.load(startup_status, None, [startup, ticker], api_visibility="private", queue=False)
+        status_io = dict(inputs=[assistant_tokens, preset], outputs=[startup, ticker, assistant_tokens],
+                         api_visibility="private", queue=False)
+        ticker.tick(startup_status, **status_io)
+        demo.load(startup_status, **status_io)
     return demo
