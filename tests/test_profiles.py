@@ -61,6 +61,11 @@ def test_a_calibration_that_left_out_a_format_a_launch_measures_makes_no_profile
             "models": {"main": "m", "draft": "d"}}))
 
 
+def test_a_calibration_with_one_plain_configuration_makes_no_profile(tmp_path):
+    with pytest.raises(DemoError, match="timed one plain configuration in fair mode"):
+        planted(tmp_path, a_calibration({"int4_channel+SDPA": [25.0, 26.0]}))
+
+
 def test_decisions_name_the_runner_up_calibrations_own_rule_would_pick():
     """Without int4_channel+SDPA, plain_choice picks int4_sym+SDPA (median 20.5 against
     int4_channel's 20.0), and the paged rule sets it aside: against the fastest paged

@@ -104,11 +104,12 @@ def decisions(result: Calibration) -> dict:
                         "a profile needs one: calibrate again with python -m demo.calibrate.")
     chosen = plain_key(base.main_format, base.attention)
     second = runner_up(fair.rates, chosen)
-    ratios = [a / b for a, b in zip(fair.rates.get(chosen, []), fair.rates.get(second, [])) if b > 0] \
-        if second else []
+    if second is None:  # nothing to time it against: a launch could never confirm it
+        raise DemoError("This calibration timed one plain configuration in fair mode, so a launch could not "
+                        "confirm its baseline against another; calibrate with more formats, then write its profile.")
+    ratios = [a / b for a, b in zip(fair.rates.get(chosen, []), fair.rates[second]) if b > 0]
     mains = [c.main_format for c in result.choice.values()] + [b.main_format for b in result.baseline.values()]
-    if second:
-        mains.append(split_plain_key(second)[0])
+    mains.append(split_plain_key(second)[0])
     return {
         "main_formats": list(dict.fromkeys(mains)),
         "draft_formats": list(dict.fromkeys(c.draft_format for c in result.choice.values())),
