@@ -353,18 +353,23 @@ def test_the_log_prints_progress_sparingly_and_each_tasks_duration():
     assert len(lines) - len(set(lines)) == 1, "only the reload's line may appear twice"
 
 
+def logged(steps: list) -> list[str]:
+    """What a QuietLog writes for [(seconds after start, message)], said in order by one thread."""
+    lines, now = [], [0.0]
+    log = QuietLog(lines.append, clock=lambda: now[0])
+    for t, message in steps:
+        now[0] = t
+        log(message)
+    return lines
+
+
 def test_the_log_times_each_stream_on_its_own():
     """Calibration's steps run beside the pair's load: a calibration line does not end the
     load's step, so each duration belongs to the step that took it."""
-    lines, now = [], [0.0]
-    log = QuietLog(lines.append, clock=lambda: now[0])
-    log("warming up both pipelines")
-    now[0] = 1.0
-    log("calibrating: unpacking main model GGUF weights to f16")
-    now[0] = 18.0
-    log("calibrating: measuring the draft model (gguf, fair threads)")
-    now[0] = 20.0
-    log("ready for races")
+    lines = logged([(0.0, "warming up both pipelines"),
+                    (1.0, "calibrating: unpacking main model GGUF weights to f16"),
+                    (18.0, "calibrating: measuring the draft model (gguf, fair threads)"),
+                    (20.0, "ready for races")])
     assert lines == ["warming up both pipelines",
                      "calibrating: unpacking main model GGUF weights to f16",
                      "calibrating: unpacking main model GGUF weights to f16: done in 17.0 s",
@@ -377,17 +382,12 @@ def test_a_step_saying_its_line_again_while_it_runs_is_one_step():
     """A conversion reports its stage at its start and again at its end, a minute later, with
     another stream's lines between: one line, timed once when its stream moves on (a first
     launch printed each conversion twice, once after its own "done in")."""
-    lines, now = [], [0.0]
-    log = QuietLog(lines.append, clock=lambda: now[0])
-    log("calibrating: unpacking and compressing draft model weights to int4_sym with NNCF")
-    now[0] = 30.0
-    log("checking once that OpenVINO runs the gguf main with 1 thread on this CPU")
-    now[0] = 56.0
-    log("calibrating: unpacking and compressing draft model weights to int4_sym with NNCF")
-    log("calibrating: measuring the draft models")
-    log("  the whole report: python -m demo.calibrate")  # a summary's line: no task of its own
-    now[0] = 58.0
-    log("ready")
+    lines = logged([(0.0, "calibrating: unpacking and compressing draft model weights to int4_sym with NNCF"),
+                    (30.0, "checking once that OpenVINO runs the gguf main with 1 thread on this CPU"),
+                    (56.0, "calibrating: unpacking and compressing draft model weights to int4_sym with NNCF"),
+                    (56.0, "calibrating: measuring the draft models"),
+                    (56.0, "  the whole report: python -m demo.calibrate"),  # a summary's line: no task of its own
+                    (58.0, "ready")])
     assert lines == ["calibrating: unpacking and compressing draft model weights to int4_sym with NNCF",
                      "checking once that OpenVINO runs the gguf main with 1 thread on this CPU",
                      "calibrating: unpacking and compressing draft model weights to int4_sym with NNCF: done in 56.0 s",
@@ -425,13 +425,8 @@ def test_a_task_is_not_called_done_because_another_thread_began_one():
 def test_a_task_with_percentages_is_timed_once():
     """A step announced with "…" that then reports percentages says its duration once, with
     its 100% line, not again when another step begins."""
-    lines, now = [], [0.0]
-    log = QuietLog(lines.append, clock=lambda: now[0])
-    log("converting main model to OpenVINO IR…")
-    now[0] = 10.0
-    log("converting main model to OpenVINO IR: 50%")
-    log("rewriting draft model tensors as Q4_0: 0%")
-    now[0] = 20.0
-    log("converting main model to OpenVINO IR: 100%")
+    lines = logged([(0.0, "converting main model to OpenVINO IR…"), (10.0, "converting main model to OpenVINO IR: 50%"),
+                    (10.0, "rewriting draft model tensors as Q4_0: 0%"),
+                    (20.0, "converting main model to OpenVINO IR: 100%")])
     assert lines == ["converting main model to OpenVINO IR…", "converting main model to OpenVINO IR: 50%",
                      "rewriting draft model tensors as Q4_0: 0%", "converting main model to OpenVINO IR: 100% (20.0 s)"]

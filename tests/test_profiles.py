@@ -187,6 +187,11 @@ def test_a_launch_confirms_its_class_profile_and_says_so(fixture_pair, tmp_path,
     assert saved.origin == result.origin and saved.choice == result.choice
     assert saved.fingerprint.model_dump() == calibration_store.fingerprint(preset, store)
     assert any("from this CPU class's profile" in m for m in said)
+    from types import SimpleNamespace
+
+    from demo.engine import startup  # the Ready line says where the choices come from
+    assert startup._origin_note(SimpleNamespace(store=store), preset) == \
+        " (choices from this CPU class's profile, confirmed here in 8 paired samples)"
 
 
 def test_a_launch_this_machine_contradicts_falls_back_to_measuring_and_says_why(fixture_pair, tmp_path,

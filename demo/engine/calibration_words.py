@@ -9,7 +9,7 @@ from __future__ import annotations
 from statistics import median
 from typing import Optional
 
-from ..models.calibration_result import Calibration, backend_words, plain_key, split_plain_key
+from ..models.calibration_result import Calibration, backend_words, origin_words, plain_key, split_plain_key
 from ..models.formats import COARSE
 
 
@@ -36,7 +36,7 @@ def calibration_words(result: Calibration, pair, mode: str, k: Optional[int]) ->
                    f"measured by calibration in {mode} mode ({threads})" if plain.beside is None else
                    f"{best} main without a draft, {rates[best]:.1f} tok/s after the first token, measured by "
                    f"calibration beside the {plain.beside} speculative pipeline, as in a race ({threads})")
-        fastest += f"; these choices {result.origin.words() if result.origin else 'measured on this machine'}"
+        fastest += f"; these choices {origin_words(result.origin)}"
         unmeasured = [f for f in COARSE if f not in result.main]
         if unmeasured:  # a launch without fast integer kernels leaves int4_channel out (docs/speed.md)
             fastest += (f"; not measured: {', '.join(unmeasured)} (one int4 scale a row: on some CPUs faster alone, "

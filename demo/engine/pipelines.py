@@ -32,9 +32,8 @@ def available_devices() -> list[str]:
 def check_device(device: str, role: str) -> None:
     devices = available_devices()
     if device not in devices:
-        raise DemoError(
-            f"The {role} device {device!r} is not available on this machine; choose one of: {', '.join(devices)}."
-        )
+        raise DemoError(f"The {role} device {device!r} is not available on this machine; "
+                        f"choose one of: {', '.join(devices)}.")
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, ContextManager, Iterator, Optional, Protocol
 
 from ..core.errors import DemoError
-from ..models.calibration_result import Calibration
+from ..models.calibration_result import Calibration, origin_words
 from ..models.calibration_store import load_cached
 from ..core import placement
 from .request import RaceRequest, threads_for
@@ -138,7 +138,7 @@ def _origin_note(arena: WarmupHost, preset) -> str:
     result = load_cached(arena.store, preset) if preset.draft is not None else None
     if result is None:
         return ""
-    return f" ({result.origin.short() if result.origin else 'choices measured on this machine'})"
+    return f" ({origin_words(result.origin, short=True)})"
 
 
 def _remember_durations(arena: WarmupHost, preset) -> None:

@@ -69,6 +69,7 @@ kept. to_dict gives back the keys a result was given, so a file reads and writes
 from __future__ import annotations
 
 import json
+from statistics import median
 from typing import Optional
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -225,9 +226,7 @@ class Origin(_Model):
     confirmed: bool
 
     def median_ratio(self) -> float:
-        ordered = sorted(self.ratios)
-        mid = len(ordered) // 2
-        return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+        return median(self.ratios)
 
     def words(self) -> str:
         """Where the choices come from, in a sentence for the page and the log."""
@@ -241,6 +240,14 @@ class Origin(_Model):
         if self.confirmed:
             return f"choices from this CPU class's profile, confirmed here in {len(self.ratios)} paired samples"
         return "choices measured on this machine (it contradicted its CPU class's profile)"
+
+
+def origin_words(origin: Optional[Origin], short: bool = False) -> str:
+    """Where a calibration's choices come from (its `origin`; None: measured here), for the
+    page and the log; `short` for the Ready line."""
+    if origin is None:
+        return "choices measured on this machine" if short else "measured on this machine"
+    return origin.short() if short else origin.words()
 
 
 class Calibration(_Model):
