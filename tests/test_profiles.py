@@ -218,3 +218,29 @@ def test_a_launch_on_a_class_without_a_profile_measures_whole(fixture_pair, tmp_
     assert len(measured) == 1 and result.origin is None
     lines = launch.LaunchCalibrator().summary_lines(result.model_copy(update={"path": "/c/x.json"}), Path("/c"))
     assert any("python -m demo.calibrate.profile write /c/x.json" in line for line in lines)
+
+
+def test_each_early_converted_format_is_proved_on_this_cpu_as_it_lands(session_store, smollm2_ir, tmp_path):
+    """The warm-up proves a format the early conversion hands over (on_ready) with a race's
+    threads at once, in the background: the chosen pair loads at Ready without a check first."""
+    import time
+    from types import SimpleNamespace
+
+    from demo.engine import startup
+    from demo.engine.arena import Arena, RaceRequest
+    from demo.engine.request import threads_for
+    from demo.engine.safety import NativeConfig
+
+    presets, store = fixture_as_default(tmp_path, session_store)
+    preset = presets.get(presets.default)
+    arena = Arena(presets, store)
+    folder = store.ready_path(preset.main, "gguf")
+    request = RaceRequest(prompt="warm-up", preset=preset.name)
+    config = NativeConfig(str(folder), "main", threads_for(request))
+    assert arena.guard.record.get(config) is None  # this cache has never proved it
+    calibrator = SimpleNamespace(convert_early=lambda p, s, report, stop, on_ready: on_ready("main", folder))
+    startup._convert_early(arena, calibrator, preset, print, threading.Event(), request)
+    deadline = time.time() + 300
+    while arena.guard.record.get(config) is None and time.time() < deadline:
+        time.sleep(0.5)
+    assert arena.guard.record.get(config) is not None, "the converted format was never proved"
