@@ -222,7 +222,8 @@ def test_a_launch_on_a_class_without_a_profile_measures_whole(fixture_pair, tmp_
 
 def test_each_early_converted_format_is_proved_on_this_cpu_as_it_lands(session_store, smollm2_ir, tmp_path):
     """The warm-up proves a format the early conversion hands over (on_ready) with a race's
-    threads at once, in the background: the chosen pair loads at Ready without a check first."""
+    threads in the background as soon as no measuring stage runs: the chosen pair loads at
+    Ready without a check first, and no check skews what calibration times."""
     import time
     from types import SimpleNamespace
 
@@ -239,7 +240,13 @@ def test_each_early_converted_format_is_proved_on_this_cpu_as_it_lands(session_s
     config = NativeConfig(str(folder), "main", threads_for(request))
     assert arena.guard.record.get(config) is None  # this cache has never proved it
     calibrator = SimpleNamespace(convert_early=lambda p, s, report, stop, on_ready: on_ready("main", folder))
-    startup._convert_early(arena, calibrator, preset, print, threading.Event(), request)
+    started, check_all = threading.Event(), arena.guard.check_all
+    arena.guard.check_all = lambda *a, **k: (started.set(), check_all(*a, **k))
+    quiet = threading.Lock()  # a measuring stage holds it: the check waits for the stage to end
+    with quiet:
+        startup._convert_early(arena, calibrator, preset, print, threading.Event(), request, quiet)
+        assert not started.wait(1.0), "a converted format was checked while calibration was timing the machine"
+    assert started.wait(10.0), "the check never started once the measuring stage ended"
     deadline = time.time() + 300
     while arena.guard.record.get(config) is None and time.time() < deadline:
         time.sleep(0.5)

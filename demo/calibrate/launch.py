@@ -63,15 +63,17 @@ class LaunchCalibrator:
         """Convert the formats the launch calibrates as soon as each model's own IR is on disk
         (the warm-up calls it at once), each in a child at low priority, beside the pair's load
         and the calibration's own prepare. Two at a time (CONVERTERS), from one line: those a
-        profile's confirmation times first, then the draft's (short), then the main's others
-        (the longest), so neither core idles while the other converts. A compressed format is
+        profile's confirmation times first, then the main's others, then the draft's: the
+        draft's (a quarter of a main's work) lands during the confirmation, a main's would land
+        after it and hold Ready back (Zen 4, 2026-12-07: Ready 196 s against 209-222 s with the
+        draft second; BENCHMARKS.md). A compressed format is
         made straight from the GGUF IR (its weights unpacked in memory,
         demo.models.formats.unpack_and_compress). `on_ready(role, folder)` hears of each
         format as it lands (the warm-up proves it on this CPU then)."""
         plan = self.plan(preset, store)
         first = self._confirmation_formats(self.profile(preset, store))
-        line = ([("main", f) for f in first] + [("draft", f) for f in plan["draft_formats"]]
-                + [("main", f) for f in plan["main_formats"] if f not in first])
+        line = ([("main", f) for f in first] + [("main", f) for f in plan["main_formats"] if f not in first]
+                + [("draft", f) for f in plan["draft_formats"]])
         specs = {"main": preset.main, "draft": preset.draft}
         jobs = [(role, fmt) for role, fmt in line if fmt != formats.DEFAULT_FORMAT
                 and specs[role] is not None and has_formats(specs[role])]

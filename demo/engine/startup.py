@@ -85,8 +85,11 @@ def start_warmup(arena: WarmupHost, report: Callable[[str], None],
     request = RaceRequest(prompt="warm-up", preset=arena.presets.default)
     preset = arena.presets.get(request.preset)
     give_up = threading.Event()  # the pair failed to prepare: the early conversion stops waiting
+    # Held by each measuring stage and by each background check of a converted format: a check
+    # (a model loaded and run in a child) never shares the CPU with a stage that times the machine.
+    quiet = threading.Lock()
     if calibrator is not None and needs_calibration(arena, preset):
-        threading.Thread(target=_convert_early, args=(arena, calibrator, preset, report, give_up, request),
+        threading.Thread(target=_convert_early, args=(arena, calibrator, preset, report, give_up, request, quiet),
                          name="startup-early-conversion", daemon=True).start()
 
     def task(message: str) -> None:  # main and draft prepare side by side: a row each on the page
@@ -109,7 +112,7 @@ def start_warmup(arena: WarmupHost, report: Callable[[str], None],
             _remember_durations(arena, preset)
             load()
             arena.startup.mark_warm()
-            if calibrator is not None and _calibrate_once(arena, request, report, calibrator):
+            if calibrator is not None and _calibrate_once(arena, request, report, calibrator, quiet):
                 # The calibrated formats may differ from what loaded before: load them now, so
                 # the first visitor does not wait for it (the pipeline cache evicts the earlier
                 # pair when both do not fit its memory budget).
@@ -175,26 +178,33 @@ def _check_early(arena: WarmupHost, request: RaceRequest, role: str, task: Calla
 
 
 def _convert_early(arena: WarmupHost, calibrator: Calibrator, preset, report: Callable[[str], None],
-                   stop: threading.Event, request: Optional[RaceRequest] = None) -> None:
+                   stop: threading.Event, request: Optional[RaceRequest] = None,
+                   quiet: Optional[threading.Lock] = None) -> None:
     # From the moment each model's own IR is on disk, beside the pair's native check, load
     # and warm-up: the conversion child is background work (demo.core.isolation.lower_priority,
     # its session niced too), so it takes only the core those leave idle, and the calibration
     # that waits for it starts sooner (BENCHMARKS.md, issue 32).
     try:
         calibrator.convert_early(preset, arena.store, lambda m: report(f"calibrating: {m}"), stop,
-                                 on_ready=lambda role, folder: _check_converted(arena, request, role, folder))
+                                 on_ready=lambda role, folder: _check_converted(arena, request, role, folder, quiet))
     except DemoError as e:  # the calibration's own prepare tries again and says why
         report(f"calibrating: converting early did not work ({e}); it is tried again later")
 
 
-def _check_converted(arena: WarmupHost, request: Optional[RaceRequest], role: str, folder: Path) -> None:
+def _check_converted(arena: WarmupHost, request: Optional[RaceRequest], role: str, folder: Path,
+                     quiet: Optional[threading.Lock] = None) -> None:
     """Prove a freshly converted format with a race's threads on this CPU in the background,
     beside the other conversions: the chosen pair then loads at Ready without a check first
-    (three such checks took 20 s before Ready on a Zen 4)."""
+    (three such checks took 20 s before Ready on a Zen 4). Never during a measuring stage
+    (`quiet`): a model loading beside the timing would skew what calibration reads."""
     if request is None or placement.kind(request.options.main_device) != "CPU":
         return
-    threading.Thread(target=arena.guard.check_all, args=([NativeConfig(str(folder), role, threads_for(request))],),
-                     name=f"startup-check-{role}-{folder.name}", daemon=True).start()
+
+    def check() -> None:
+        with quiet or contextlib.nullcontext():
+            arena.guard.check_all([NativeConfig(str(folder), role, threads_for(request))])
+
+    threading.Thread(target=check, name=f"startup-check-{role}-{folder.name}", daemon=True).start()
 
 
 def needs_calibration(arena: WarmupHost, preset) -> bool:
@@ -208,7 +218,7 @@ def needs_calibration(arena: WarmupHost, preset) -> bool:
 
 
 def _calibrate_once(arena: WarmupHost, request: RaceRequest, report: Callable[[str], None],
-                    calibrator: Calibrator) -> bool:
+                    calibrator: Calibrator, quiet: Optional[threading.Lock] = None) -> bool:
     """Calibrate the default preset on this machine unless a result is cached (True if it
     calibrated now). Each measuring stage takes the CPU in its own admission slot, so a race
     waits one stage at most, seeing why in its status line."""
@@ -231,7 +241,8 @@ def _calibrate_once(arena: WarmupHost, request: RaceRequest, report: Callable[[s
         # One stage at a time holds the CPU: a visitor who arrives waits one stage, not all.
         ticket = arena.admission.enter(f"measuring this machine once ({what})")
         try:
-            yield
+            with quiet or contextlib.nullcontext():  # a background check started first ends first
+                yield
         finally:
             ticket.release()
 
