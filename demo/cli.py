@@ -16,13 +16,14 @@ import argparse
 import sys
 import threading
 from pathlib import Path
-from typing import Optional
+from typing import NamedTuple, Optional
 
 from .core import placement
 from .core.errors import DemoError, run_command
 from .core.settings import FREE_DRAFT, GenerationSettings, PipelineOptions, cpu_cores
 from .core.streaming import BASELINE, SPECULATIVE, ChunkEvent, DoneEvent
 from .engine.race import fair, race
+from .engine.request import side_configs
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -56,10 +57,21 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
-def _resolve(args) -> tuple[Path, Optional[Path], str, int, Optional[Path]]:
-    """(main, draft, prompt, default K, the baseline's own main or None) from positional
-    paths or a preset. A preset runs the formats the page would for this mode: the
-    calibrated pair, and the baseline this machine measured fastest without a draft."""
+class Resolved(NamedTuple):
+    main: Path
+    draft: Optional[Path]
+    prompt: str
+    default_k: int
+    baseline: Optional[Path]  # the baseline's own main, where it reads other weights
+    formats: dict              # what each role reads, in words (side_configs)
+    precision: str = "f32"     # the activation precision this machine's calibration chose
+    baseline_attention: str = "PA"
+
+
+def _resolve(args) -> Resolved:
+    """The folders, prompt and default K from positional paths or a preset. A preset runs
+    what the page would for this mode: the calibrated pair at its precision, and the
+    baseline this machine measured fastest without a draft, on its attention backend."""
     if args.preset:
         if len(args.paths) != 1:
             raise DemoError("With --preset, give only the prompt as an argument.")
@@ -76,8 +88,11 @@ def _resolve(args) -> tuple[Path, Optional[Path], str, int, Optional[Path]]:
         pair = arena.prepare(args.preset, lambda m: print(f"[{m}]", file=sys.stderr), **arena.formats_for(request))
         if pair.baseline is not None:
             print(f"[{weights_note(pair, args.mode)}]", file=sys.stderr)  # the speedup below is against it
-        return (pair.main, pair.draft, args.paths[0], arena.default_assistant_tokens(pair.preset.name, args.mode),
-                pair.baseline)
+        planned = arena.options_for(request)
+        return Resolved(pair.main, pair.draft, args.paths[0], arena.default_assistant_tokens(pair.preset.name, args.mode),
+                        pair.baseline, {"main": pair.main_format, "draft": pair.draft_format,
+                                        "baseline": pair.baseline_format if pair.baseline is not None else None},
+                        planned.cpu_precision, planned.baseline_attention)
     draftless = args.prompt_lookup or args.free_draft
     need = 2 if draftless else 3
     if len(args.paths) != need:
@@ -90,7 +105,8 @@ def _resolve(args) -> tuple[Path, Optional[Path], str, int, Optional[Path]]:
     for d in dirs:
         if not is_ir_folder(d):
             raise DemoError(f"{d} is not an OpenVINO IR folder; export one with optimum-cli export openvino.")
-    return dirs[0], (dirs[1] if len(dirs) > 1 else None), args.paths[-1], 5, None
+    return Resolved(dirs[0], (dirs[1] if len(dirs) > 1 else None), args.paths[-1], 5, None,
+                    {"main": dirs[0].name, "draft": dirs[1].name if len(dirs) > 1 else None})
 
 
 def _method(args) -> str:
@@ -111,18 +127,20 @@ def _run(args) -> int:
     from .engine.arena import validate_prompt
     from .engine.pipelines import PipelineCache
 
-    main_dir, draft_dir, prompt, default_k, baseline_dir = _resolve(args)
+    resolved = _resolve(args)
+    main_dir, draft_dir, prompt, baseline_dir = resolved.main, resolved.draft, resolved.prompt, resolved.baseline
     validate_prompt(prompt)
     threshold = args.assistant_confidence_threshold
     settings = GenerationSettings(
         max_new_tokens=args.max_new_tokens,
         method=_method(args),
         branching_factor=args.branching_factor, tree_depth=args.tree_depth,
-        assistant_tokens=None if threshold is not None else (args.num_assistant_tokens or default_k),
+        assistant_tokens=None if threshold is not None else (args.num_assistant_tokens or resolved.default_k),
         confidence_threshold=threshold,
         sampling=args.sample, temperature=args.temperature, top_p=args.top_p,
     ).validated()
-    options = PipelineOptions(args.device, args.draft_device, exact=args.exact, cache_size_gb=args.cache_size)
+    options = PipelineOptions(args.device, args.draft_device, exact=args.exact, cache_size_gb=args.cache_size
+                              ).with_precision(resolved.precision).with_baseline_attention(resolved.baseline_attention)
     placement.check_options(options, settings)
     if args.mode == "race":
         options = options.with_threads(placement.split_threads(cpu_cores(), options, settings.method))
@@ -142,8 +160,10 @@ def _run(args) -> int:
         elif isinstance(event, DoneEvent):
             results[event.side] = event.result
     print()
+    configs = side_configs(resolved.formats, options, settings.method, settings.assistant_tokens, threshold)
     for side in (BASELINE, SPECULATIVE):
         r = results[side]
+        print(f"{side:12s} ran {configs[side]}")
         if r.error:
             print(f"{side}: failed: {r.error}")
             continue

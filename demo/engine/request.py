@@ -129,6 +129,24 @@ def how_it_ran(mode: Mode, options: PipelineOptions, method: str, threads: Optio
     return f"{split}; {devices}; {precision}; {scheduler}{extra}"
 
 
+def side_configs(formats: dict, options: PipelineOptions, method: str, k: Optional[int],
+                 threshold: Optional[float] = None) -> dict:
+    """What each side ran, one short phrase per side (the CLI's summary): the weights each
+    reads (`formats`: "main", "draft", and "baseline" where the baseline reads its own main),
+    the attention backend, the threads and, for the speculative side, the guesses a step."""
+    threads = (f"OpenVINO's default threads ({cpu_cores()} cores)" if options.threads is None
+               else f"{options.threads} thread{'s' if options.threads != 1 else ''}")
+    spec_backend = "stateful (SDPA)" if placement.stateful(options, method) or method == FREE_DRAFT else "paged attention"
+    base_backend = "stateful (SDPA)" if placement.baseline_stateful(options, method) else "paged attention"
+    guesses = (f"drafting until less sure than {threshold}" if threshold is not None
+               else f"K={k}" if k is not None else "")
+    helper = {"draft": f" + draft {formats.get('draft')}", "eagle3": f" + EAGLE-3 head {formats.get('draft')}",
+              "prompt_lookup": " + prompt lookup", FREE_DRAFT: " + free drafting"}.get(method, "")
+    base_main = formats.get("baseline") or formats.get("main")
+    return {"baseline": f"main {base_main}, {base_backend}, {threads}",
+            "speculative": f"main {formats.get('main')}{helper}, {', '.join(filter(None, [guesses, spec_backend, threads]))}"}
+
+
 def validate_prompt(prompt: Optional[str]) -> str:
     if prompt is None or not prompt.strip():
         raise DemoError("The prompt is empty; type a question or pick an example.")
