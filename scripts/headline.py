@@ -13,7 +13,7 @@ every plain configuration counts toward "the fastest plain", every pair is read 
 
     pip install llama-cpp-python            # optional: the outside reference (compiles llama.cpp)
     python -m demo.calibrate                # once: the calibrated defaults
-    python scripts/headline.py [--preset NAME] [--prompts 4] [--rounds 3] [--pair int4_channel/int4_sym@2]
+    python scripts/headline.py [--preset NAME] [--prompts 3] [--rounds 3] [--pair int4_channel/int4_sym@2]
                                 [--plain int4_channel@SDPA] [--json PATH]
 
 The OpenVINO sides are the arena's own fair pipelines (Arena.runners, the very pair a fair
@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from demo.bench.paired import against_fastest, decode_rate, paired, spread, token_times  # noqa: E402
 from demo.bench.weights_read import gguf_bytes_per_token, ir_bytes_per_token, memory_read_gb_s  # noqa: E402
 from demo.core import placement  # noqa: E402
-from demo.core.bench_prompts import select  # noqa: E402
+from demo.core.bench_prompts import HEADLINE_SET, held_out, named  # noqa: E402
 from demo.core.errors import DemoError, run_command  # noqa: E402
 from demo.core.machine import machine_info  # noqa: E402
 from demo.core.settings import GenerationSettings, cpu_cores  # noqa: E402
@@ -93,7 +93,8 @@ def extra_configurations(args, store, preset, options):
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--preset", default="qwen2.5-coder-embedded")
-    ap.add_argument("--prompts", type=int, default=4, help="code prompts per round")
+    ap.add_argument("--prompts", type=int, default=len(HEADLINE_SET), choices=range(1, len(HEADLINE_SET) + 1),
+                    help=f"held-out code prompts per round (of {', '.join(HEADLINE_SET)}; never calibration's)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--max-new-tokens", type=int, default=128)
     ap.add_argument("--no-llamacpp", action="store_true", help="leave the llama.cpp reference out")
@@ -129,7 +130,7 @@ def main() -> int:
                   OTHER: f"baseline on the other backend: main {pair.baseline_main_format} alone, {other} attention"}
         reads = {SPECULATIVE: {"main": weights_bytes(pair.main), "draft": weights_bytes(pair.draft)},
                  BASELINE: {"main": weights_bytes(pair.baseline_main)}, OTHER: {"main": weights_bytes(pair.baseline_main)}}
-        prompts = select(["code"], args.prompts)
+        prompts = held_out(named(HEADLINE_SET[:args.prompts]))
         info = machine_info()
         print(f"CPU: {info.get('cpu_model')}; flags {' '.join(info.get('isa_flags', []))}", flush=True)
         bandwidth = memory_read_gb_s(cpu_cores())  # the physical limit a single-token decode runs against

@@ -48,3 +48,27 @@ def test_against_the_fastest_plain_engine_of_each_sample():
 def test_the_spread_of_paired_ratios_is_their_median_not_their_mean():
     # One disturbed pair (a machine's drift) must not move the figure a headline reports.
     assert h.spread([1.0, 1.1, 9.0]) == {"median": 1.1, "min": 1.0, "max": 9.0, "n": 3}
+
+
+def test_the_headline_never_reports_on_a_prompt_calibration_tunes_on():
+    """Prompt sets that never meet (issue 59, item 2): calibration chooses on code-1 and code-2
+    (its command line's default classes and count are that set), the headline's prompts are the
+    others, and a calibration prompt handed to the headline is refused in one sentence."""
+    import subprocess
+    import sys
+
+    from demo.calibrate import calibration
+    from demo.core import bench_prompts as bp
+    from demo.core.errors import DemoError
+
+    assert bp.CALIBRATION_SET == ("code-1", "code-2")
+    assert [p.id for p in bp.select(calibration.DEFAULT_PROMPT_CLASSES,
+                                    calibration.DEFAULT_PROMPTS_PER_CLASS)] == list(bp.CALIBRATION_SET)
+    assert not set(bp.CALIBRATION_SET) & set(bp.HEADLINE_SET)
+    assert [p.id for p in bp.held_out(bp.named(bp.HEADLINE_SET))] == ["code-3", "code-4", "code-5"]
+    with pytest.raises(DemoError, match="code-1 is one of calibration's prompts"):
+        bp.held_out(bp.named(["code-3", "code-1"]))
+    # Asking the headline for more prompts than the held-out set has is refused, not filled with calibration's.
+    out = subprocess.run([sys.executable, "scripts/headline.py", "--prompts", "4"], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 2 and "invalid choice: 4" in out.stderr, out.stderr

@@ -108,7 +108,7 @@ def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMA
     the stages saved. `race_pair(main, draft, baseline_main, threads)`, when given (the app at
     launch), loads the app's own race pipelines of those folders: race mode is timed on them,
     so the chosen pair is already warm when the app says Ready."""
-    from ..core.bench_prompts import select
+    from ..core.bench_prompts import CALIBRATION_SET, named
     from ..core.memory import budget_bytes, gb
     from ..core.settings import cpu_cores, race_threads
     from ..engine import llamacpp
@@ -124,7 +124,7 @@ def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMA
     started = time.time()
     budget = budget_bytes() if budget is None else budget
     threads = {"fair": None, "race": race_threads()}
-    texts = list(prompts) if prompts else [p.text for p in select(DEFAULT_PROMPT_CLASSES, DEFAULT_PROMPTS_PER_CLASS)]
+    texts = list(prompts) if prompts else [p.text for p in named(CALIBRATION_SET)]
 
     def check_stop():
         if stop is not None and stop.is_set():

@@ -206,8 +206,7 @@ def verdict(profile: dict, rates: dict) -> Origin:
 def confirm(profile: dict, preset, store, report: Callable[[str], None], runner) -> Origin:
     """Time the profile's fair baseline against its runner-up here (a stage in a child, in
     `runner`: demo.calibrate.stages.StageRunner) and judge the paired samples."""
-    from ..core.bench_prompts import select
-    from .calibration import DEFAULT_PROMPT_CLASSES, DEFAULT_PROMPTS_PER_CLASS
+    from ..core.bench_prompts import CALIBRATION_SET, named
 
     d = profile["decisions"]
     chosen, other = d["baseline"][CONFIRM_MODE], d["runner_up"]
@@ -219,7 +218,7 @@ def confirm(profile: dict, preset, store, report: Callable[[str], None], runner)
         if folder is None:
             raise DemoError(f"The main model as {fmt} is not prepared, so the profile cannot be confirmed.")
         folders[fmt] = str(folder)
-    texts = [p.text for p in select(DEFAULT_PROMPT_CLASSES, DEFAULT_PROMPTS_PER_CLASS)]
+    texts = [p.text for p in named(CALIBRATION_SET)]
     rounds = -(-CONFIRM_PAIRS // len(texts))
     args = {"folders": folders, "texts": texts, "max_new_tokens": CONFIRM_NEW_TOKENS,
             "threads": profile["calibration"]["threads"].get(CONFIRM_MODE), "rounds": rounds,
