@@ -627,8 +627,8 @@ def test_fair_mode_runs_on_the_fair_choice_where_models_yaml_says_auto(presets, 
     at_6 = RaceRequest(prompt="x", preset=preset.name, mode="fair", settings=GenerationSettings(assistant_tokens=6))
     assert arena.calibration_for(at_6) == {
         "predicted_speedup": 2.0 / 14.0, "formats": "main f16, draft int8; the baseline's main int4_sym",
-        "fastest_alone": "int4_sym main alone, 14.0 tok/s after the first token, measured by calibration in fair "
-                         "mode (fair threads); these choices measured on this machine; not measured: int4_channel (one int4 scale a row: on some CPUs "
+        "fastest_alone": "int4_sym main alone, 14.0 tok/s after the first token, measured by calibration on this "
+                         "machine in fair mode (fair threads); these choices measured on this machine; not measured: int4_channel (one int4 scale a row: on some CPUs "
                          "faster alone, at a coarser fit; python -m demo.calibrate measures it)",
         "reference": "llama.cpp on this machine, no draft: 21.6 tok/s after the first token (the same GGUF and "
                      "prompts as the baseline, timed beside it by calibration, all cores)"}

@@ -192,6 +192,12 @@ def test_a_launch_confirms_its_class_profile_and_says_so(fixture_pair, tmp_path,
     from demo.engine import startup  # the Ready line says where the choices come from
     assert startup._origin_note(SimpleNamespace(store=store), preset) == \
         " (choices from this CPU class's profile, confirmed here in 8 paired samples)"
+    # Its rates were measured on the profile's machine: the page never says "on this machine" of them.
+    from demo.engine.calibration_words import calibration_words
+
+    pair = SimpleNamespace(main_format="gguf", draft_format="gguf", baseline=None, baseline_format=None)
+    words = calibration_words(result, pair, "fair", 3)["fastest_alone"]
+    assert "measured by calibration on another machine of this CPU class (its profile) in fair mode" in words, words
 
 
 def test_a_launch_this_machine_contradicts_falls_back_to_measuring_and_says_why(fixture_pair, tmp_path,

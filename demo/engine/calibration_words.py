@@ -20,6 +20,9 @@ def calibration_words(result: Calibration, pair, mode: str, k: Optional[int]) ->
              and c.main_format == pair.main_format and c.draft_format == pair.draft_format]
     measured = result.baseline.get(mode)
     plain = result.plain.get(mode)
+    # A confirmed profile's rates were measured on the machine its profile came from, not here.
+    where = ("on another machine of this CPU class (its profile)" if result.origin is not None
+             and result.origin.confirmed else "on this machine")
     fastest = None
     if plain is not None:
         rates = {f: median(r) for f, r in plain.rates.items() if r}
@@ -33,9 +36,9 @@ def calibration_words(result: Calibration, pair, mode: str, k: Optional[int]) ->
         threads = '1 thread' if mode == 'race' and result.threads.get('race') == 1 else mode + ' threads'
         fmt, attention = split_plain_key(best)
         fastest = (f"{fmt} main alone{backend_words(attention)}, {rates[best]:.1f} tok/s after the first token, "
-                   f"measured by calibration in {mode} mode ({threads})" if plain.beside is None else
+                   f"measured by calibration {where} in {mode} mode ({threads})" if plain.beside is None else
                    f"{best} main without a draft, {rates[best]:.1f} tok/s after the first token, measured by "
-                   f"calibration beside the {plain.beside} speculative pipeline, as in a race ({threads})")
+                   f"calibration {where} beside the {plain.beside} speculative pipeline, as in a race ({threads})")
         fastest += f"; these choices {origin_words(result.origin)}"
         unmeasured = [f for f in COARSE if f not in result.main]
         if unmeasured:  # a launch without fast integer kernels leaves int4_channel out (docs/speed.md)
@@ -44,7 +47,7 @@ def calibration_words(result: Calibration, pair, mode: str, k: Optional[int]) ->
     reference = None
     llama = result.plain["fair"].reference.get("llama.cpp") if "fair" in result.plain else None
     if llama:
-        reference = (f"llama.cpp on this machine, no draft: {median(llama):.1f} tok/s after the first token "
+        reference = (f"llama.cpp {where}, no draft: {median(llama):.1f} tok/s after the first token "
                      f"(the same GGUF and prompts as the baseline, timed beside it by calibration, all cores)")
     predicted = None
     if match:

@@ -251,7 +251,7 @@ def why_html(why) -> str:
     if why.formats:
         rows.append(f"Weights: {esc(why.formats)}.")
     if why.fastest_alone:
-        rows.append(f"Fastest configuration without a draft on this machine: {esc(why.fastest_alone)}.")
+        rows.append(f"Fastest configuration without a draft: {esc(why.fastest_alone)}.")  # it says where measured
     if why.reference:
         rows.append(f"Reference: {esc(why.reference)}.")
     if why.under_load:  # throughput with many visitors, not this race's speedup
