@@ -366,6 +366,12 @@ def test_outcome_records_finished_races_only(presets, tmp_path):
     failed[BASELINE] = replace(results[BASELINE], error="boom")
     assert outcomes.after_race(arena, request, failed, "how", board) is None
     assert board.standings().total == 1
+    assert out.recording.baseline_format is None  # one main on both sides: nothing more to say
+    # A baseline on its own main (this machine's fastest alone): the recording says which, and keeps it.
+    pair = arena.prepared(request)
+    arena.prepared = lambda r: SimpleNamespace(**{**vars(pair), "baseline": Path("/b"), "baseline_format": "int8"})
+    kept = outcomes.after_race(arena, request, results, "how", None).recording
+    assert kept.baseline_format == "int8" and recording.load_bytes(recording.dumps(kept)).baseline_format == "int8"
 
 
 def test_a_broken_scoreboard_warns_and_still_records_the_race(presets, tmp_path):

@@ -88,7 +88,8 @@ def after_race(arena: Backend, request: RaceRequest, results: dict, how: str,
         rec = recording.from_results(
             {lane: results[lane] for lane in lanes}, kind=kind, mode=mode, preset=preset.name,
             settings=settings, prompt=prompt, prompt_class=klass, how=how, exact=request.options.exact,
-            machine=machine(), versions=library_versions(), **formats)
+            machine=machine(), versions=library_versions(), **formats,
+            baseline_format=pair.baseline_format if pair is not None and pair.baseline is not None else None)
         recording.dumps(rec)  # too big to replay: say so now, not when someone uploads it
     except DemoError as e:
         rec = None

@@ -163,6 +163,7 @@ class Recording(_Strict):
     preset: _text(100)
     main_format: Optional[_text(40)] = None
     draft_format: Optional[_text(40)] = None
+    baseline_format: Optional[_text(40)] = None  # the baseline's own main, where it read other weights than main_format
     mode: Literal["race", "fair", "three-way"]
     how: _text(600) = ""
     settings: RecordedSettings
@@ -201,19 +202,20 @@ class Recording(_Strict):
 def from_results(results: dict, *, kind: str, mode: str, preset: str, settings, prompt: str, prompt_class: str,
                  how: str = "", exact: bool = False, main_format: Optional[str] = None,
                  draft_format: Optional[str] = None, machine: Optional[dict] = None,
-                 versions: Optional[dict] = None, recorded_at: Optional[str] = None) -> Recording:
+                 versions: Optional[dict] = None, recorded_at: Optional[str] = None,
+                 baseline_format: Optional[str] = None) -> Recording:
     """A recording of a finished race: `results` maps lane -> RunResult (demo.core.streaming):
     baseline and speculative for a race, baseline, draft and lookup for a three-way race.
     RecordingError (one sentence) for a race no recording can hold."""
     try:
         return _from_results(results, kind, mode, preset, settings, prompt, prompt_class, how, exact, main_format,
-                             draft_format, machine, versions, recorded_at)
+                             draft_format, machine, versions, recorded_at, baseline_format)
     except ValidationError as e:
         raise RecordingError(f"This race cannot be saved as a recording ({_first_problem(e)}).") from None
 
 
 def _from_results(results, kind, mode, preset, settings, prompt, prompt_class, how, exact, main_format,
-                  draft_format, machine, versions, recorded_at) -> Recording:
+                  draft_format, machine, versions, recorded_at, baseline_format=None) -> Recording:
     from ..core.machine import machine_info, versions as library_versions
 
     from ..core.acceptance import curve_of_chunks
@@ -235,7 +237,8 @@ def _from_results(results, kind, mode, preset, settings, prompt, prompt_class, h
         machine=Machine(**{k: info.get(k) for k in Machine.model_fields if k in info}),
         versions={k: (str(v) if v is not None else None) for k, v in
                   (versions if versions is not None else library_versions()).items()},
-        preset=preset, main_format=main_format, draft_format=draft_format, mode=mode, how=how[:600],
+        preset=preset, main_format=main_format, draft_format=draft_format, baseline_format=baseline_format,
+        mode=mode, how=how[:600],
         settings=RecordedSettings(**{k: getattr(settings, k) for k in RecordedSettings.model_fields}),
         exact=exact, prompt=prompt, prompt_class=prompt_class, lanes=lanes,
     )
