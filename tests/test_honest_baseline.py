@@ -57,8 +57,44 @@ def test_a_fair_race_runs_its_baseline_on_the_fastest_plain_format(auto_presets,
                             options=PipelineOptions(exact=True))
         assert arena.formats_for(exact)["baseline_format"] is None
         assert arena.prepare(preset.name, **arena.formats_for(exact)).baseline is None
+        # ... and its summary says the baseline is not the fastest alone; the fair race's does not.
+        assert summary.baseline_note is None
+        exact_pair = arena.prepare(preset.name, **arena.formats_for(exact))
+        assert arena.summarize(results, exact).baseline_note.startswith(
+            "The baseline runs gguf, not this machine's fastest without a draft (int8, 50.0 tok/s in fair mode): exact "
+            "mode runs one main model on both sides")
+        assert exact_pair.baseline is None
     finally:
         arena.cache.clear()
         plain.clear()
         calibration_store.cache_path(session_store, preset.name,
                                      calibration_store.fingerprint(preset, session_store)).unlink(missing_ok=True)
+
+
+def test_a_baseline_that_is_not_the_fastest_alone_is_said_so_in_one_sentence():
+    """Issue 59, item 3: before calibration, in exact mode, with named formats, on a preset
+    calibration never measures, the summary says the baseline is not this machine's fastest
+    plain configuration, and why; when it is, nothing is said."""
+    from types import SimpleNamespace
+
+    from demo.engine.calibration_words import baseline_caveat
+
+    from .calibrations import made_up
+
+    result = made_up({"fair": ("int4_sym", "int4_sym", 4)},
+                     baseline={"fair": {"main_format": "int4_channel", "baseline_tok_s": 20.9, "attention": "SDPA"}})
+    own = SimpleNamespace(baseline_main_format="int4_sym")       # the speculative side's main on both sides
+    fastest = SimpleNamespace(baseline_main_format="int4_channel")
+    said = lambda pair, attention="PA", **kw: baseline_caveat(  # noqa: E731
+        result, pair, "fair", attention, **{"exact": False, "named": False, "calibratable": True, **kw})
+    assert said(fastest, "SDPA") is None
+    assert said(own, exact=True) == (
+        "The baseline runs int4_sym, not this machine's fastest without a draft (int4_channel on the stateful "
+        "backend (SDPA), 20.9 tok/s in fair mode): exact mode runs one main model on both sides, on paged attention, "
+        "so that both give the same tokens.")
+    assert said(own, named=True).endswith("the request names its weight formats.")
+    assert "int4_channel, not this machine's fastest" in said(fastest, "PA")  # the right weights, the other backend
+    assert "no calibration of this pair yet" in baseline_caveat(None, own, "fair", "PA", exact=False, named=False,
+                                                               calibratable=True)
+    assert "models.yaml fixes them" in baseline_caveat(None, own, "fair", "PA", exact=False, named=False, calibratable=False)
+    assert baseline_caveat(result, own, "race", "PA", exact=False, named=False, calibratable=True) is None  # none timed

@@ -257,3 +257,33 @@ def test_each_early_converted_format_is_proved_on_this_cpu_as_it_lands(session_s
     while arena.guard.record.get(config) is None and time.time() < deadline:
         time.sleep(0.5)
     assert arena.guard.record.get(config) is not None, "the converted format was never proved"
+
+
+def test_with_a_profile_the_main_s_formats_convert_first_and_the_draft_s_last(monkeypatch):
+    """The confirmation's format first, then the main's other (the speculative side's, a main's
+    whole work again), the draft's last: a quarter of a main's work, it lands during the
+    confirmation instead of holding back the main that Ready loads (BENCHMARKS.md, 2026-12-07)."""
+    from types import SimpleNamespace
+
+    from demo.models import formats
+
+    calibrator = launch.LaunchCalibrator()
+    decisions = {"baseline": {"fair": "int4_channel+SDPA", "race": "int4_channel"}, "runner_up": "int4_channel",
+                 "main_formats": ["int4_sym", "int4_channel"], "draft_formats": ["int4_sym"]}
+    monkeypatch.setattr(calibrator, "profile", lambda preset, store: {"decisions": decisions})
+    monkeypatch.setattr(launch, "has_formats", lambda spec: True)
+    monkeypatch.setattr(launch, "CONVERTERS", 1)  # one line, taken in its order
+    order = []
+
+    def convert(preset, store, main, draft, report=None, stop=None):
+        role, fmt = ("main", main[0]) if main else ("draft", draft[0])
+        order.append((role, fmt))
+        return {(role, fmt): Path(f"/x/{role}-{fmt}")}
+
+    monkeypatch.setattr(calibration, "prepare_candidates", convert)
+    preset = SimpleNamespace(main=SimpleNamespace(format="auto"), draft=SimpleNamespace(format="auto"))
+    store = SimpleNamespace(ready_path=lambda spec, fmt: Path("/x") if fmt == formats.DEFAULT_FORMAT else None)
+    landed = []
+    calibrator.convert_early(preset, store, print, threading.Event(), on_ready=lambda role, folder: landed.append(role))
+    assert order == [("main", "int4_channel"), ("main", "int4_sym"), ("draft", "int4_sym")]
+    assert landed == ["main", "main", "draft"]

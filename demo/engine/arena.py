@@ -25,7 +25,7 @@ from ..models.prepare import PreparedPair, prepare_preset
 from ..models.presets import ExportSource, HubSource, PresetFile, load_presets
 from ..models.sources import ModelStore
 from .admission import Admission, Cancelled, holding
-from .calibration_words import calibration_words
+from .calibration_words import baseline_caveat, calibration_words
 from .race import HEARTBEAT_S, fair, race
 from .request import RaceRequest, Summary, how_it_ran, threads_for, validate_prompt, weights_note
 from .safety import NativeConfig, NativeGuard, SafetyRecord
@@ -347,10 +347,24 @@ class Arena:
                           weights=weights_note(pair, mode) if pair is not None and pair.baseline is not None else None,
                           errors={side: r.error for side, r in results.items() if r.error},
                           guess_sources=getattr(spec, "guess_sources", None),
+                          baseline_note=self.baseline_caveat(request, pair) if pair is not None else None,
                           # "Why this speedup?" reads OpenVINO GenAI's own timers, which the own loop has not
                           why=None if request.settings.method == FREE_DRAFT else
                           lambda c: explain(base, spec, c.speedup, request.settings.assistant_tokens,
                                             self.calibration_for(request), request.settings.method))
+
+    def baseline_caveat(self, request: RaceRequest, pair: PreparedPair) -> Optional[str]:
+        """calibration_words.baseline_caveat for a request on its prepared pair."""
+        from ..models.sources import has_formats
+
+        preset = self.presets.get(request.preset)
+        calibratable = (preset.draft is not None and has_formats(preset.main) and has_formats(preset.draft)
+                        and getattr(preset.main, "format", None) == "auto")
+        options = self.options_for(request)
+        attention = "SDPA" if placement.baseline_stateful(options, request.settings.method) else "PA"
+        return baseline_caveat(load_cached(self.store, preset) if calibratable else None, pair,
+                               "race" if request.mode == "race" else "fair", attention, exact=request.options.exact,
+                               named=request.main_format is not None, calibratable=calibratable)
 
     def _how(self, request: RaceRequest) -> str:
         """How the race was run, in words, with the threads really used."""

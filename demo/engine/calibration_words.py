@@ -9,7 +9,7 @@ from __future__ import annotations
 from statistics import median
 from typing import Optional
 
-from ..models.calibration_result import Calibration, backend_words, origin_words, plain_key, split_plain_key
+from ..models.calibration_result import Calibration, backend_words, origin_words, plain_key, plain_words, split_plain_key
 from ..models.formats import COARSE
 
 
@@ -59,3 +59,30 @@ def calibration_words(result: Calibration, pair, mode: str, k: Optional[int]) ->
     if measured is not None and measured.attention != "PA" and pair.baseline_format is not None:
         formats += f"; the baseline{backend_words(measured.attention)}"
     return {"predicted_speedup": predicted, "formats": formats, "fastest_alone": fastest, "reference": reference}
+
+
+def baseline_caveat(result: Optional[Calibration], pair, mode: str, attention: str, *, exact: bool,
+                    named: bool, calibratable: bool) -> Optional[str]:
+    """One sentence when the baseline a race runs is not this machine's fastest plain
+    configuration in `mode` (the one every speedup is meant to be read against), saying why;
+    None when it is. `pair`: the PreparedPair (its formats), `attention`: the backend the
+    baseline runs on ("PA" or "SDPA"), `named`: the request chose its weight formats,
+    `calibratable`: calibration chooses the pair's formats (models.yaml's `format: auto`)."""
+    if not calibratable:
+        return ("Calibration does not choose this pair's weights (models.yaml fixes them, or the pair runs as "
+                "shipped), so its baseline is its own main model, not a configuration measured fastest here.")
+    if result is None:
+        return ("This machine has no calibration of this pair yet (a first launch measures it before it says Ready), "
+                "so the baseline may not be the fastest this machine does without a draft.")
+    fastest = result.baseline.get(mode)
+    if fastest is None:
+        return None
+    runs = plain_key(pair.baseline_main_format, attention)
+    best = plain_key(fastest.main_format, fastest.attention)
+    if runs == best:
+        return None
+    why = ("exact mode runs one main model on both sides, on paged attention, so that both give the same tokens"
+           if exact else "the request names its weight formats" if named else
+           "this race reads other weights than calibration chose for it")
+    return (f"The baseline runs {plain_words(runs)}, not this machine's fastest without a draft ({plain_words(best)}, "
+            f"{fastest.baseline_tok_s:.1f} tok/s in {mode} mode): {why}.")

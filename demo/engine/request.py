@@ -48,11 +48,12 @@ class Summary:
     ov_drafted: Optional[int] = None
     counted_by: str = "OpenVINO's count, which leaves out the last step"  # whose counts those are
     sources: Optional[str] = None      # the own loop's guesses by drafter, in words
+    baseline_note: Optional[str] = None  # one sentence when the baseline is not this machine's fastest alone
 
     @classmethod
     def of(cls, c: Comparison, how: str, errors: dict,
            why: Optional[Callable[[Comparison], Explanation]] = None, weights: Optional[str] = None,
-           guess_sources: Optional[dict] = None) -> "Summary":
+           guess_sources: Optional[dict] = None, baseline_note: Optional[str] = None) -> "Summary":
         """The page's summary of a comparison (metrics.compare); `why` only for a race that finished;
         `guess_sources` (RunResult.guess_sources) when the own verify loop ran the speculative side."""
         own = guess_sources is not None
@@ -60,7 +61,7 @@ class Summary:
                    verdict=c.verdict, how=how, errors=errors, why=None if c.failed or why is None else why(c),
                    weights=weights, ov_accepted=c.ov_accepted, ov_drafted=c.ov_drafted,
                    counted_by="the own loop's count, padding guesses included" if own else cls.counted_by,
-                   sources=sources_words(guess_sources) if own else None)
+                   sources=sources_words(guess_sources) if own else None, baseline_note=baseline_note)
 
 
 def sources_words(sources: dict) -> str:

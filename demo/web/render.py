@@ -91,6 +91,8 @@ def summary_html(summary) -> str:
                     f'({summary.speculative.tokens_per_s:.1f} vs {summary.baseline.tokens_per_s:.1f} tok/s)')
     if getattr(summary, "weights", None):  # the two sides read different main weights
         rows.append(f'<span class="weights">{esc(summary.weights)}</span>')
+    if getattr(summary, "baseline_note", None):  # the baseline is not this machine's fastest alone
+        rows.append(f'<span class="baseline-note">{esc(summary.baseline_note)}</span>')
     s = summary.speculative
     if s.steps:
         rows.append(f"{s.accepted} guesses accepted in {s.steps} verify steps; {s.tokens_per_step:.2f} tokens per "
