@@ -2,6 +2,9 @@
 "Why this speedup?", the acceptance curve and the page's labels agree, on runs written by hand
 whose counts are worked out in the comments. No model."""
 
+import re
+from html import unescape
+
 import pytest
 
 from demo.core.acceptance import acceptance_curve, curve_of_chunks
@@ -115,3 +118,16 @@ def test_prompt_lookup_falls_back_to_one_clock_for_both_sides():
     why = explain(run(BASELINE, [1] * 6), spec, 1.2, 4)
     assert why.timer == "the time between steps at the streamer"
     assert (why.verify_step_ms, why.base_token_ms) == (pytest.approx(150.0), pytest.approx(100.0))
+
+
+def test_the_result_reads_at_a_glance_and_the_measuring_details_are_behind_a_fold():
+    """Issue 59, item 11: the speedup, the two rates and whether the texts match on one line;
+    the definitions and OpenVINO's raw property names under "How this was measured"."""
+    c = compare(run(BASELINE, [1] * 16), run(SPECULATIVE, [1, 5, 2, 5, 3]))
+    html = summary_html(Summary.of(c, how="both pipelines at once; INFERENCE_NUM_THREADS=1", errors={}))
+    first, _, rest = html.partition("<br>")
+    glance = unescape(re.sub(r"<[^>]+>", "", first))
+    assert re.fullmatch(r"[\d.]+× speedup \([\d.]+ vs [\d.]+ tok/s\), outputs identical", glance), glance
+    fold = rest[rest.index('<details class="how-measured">'):]
+    assert "INFERENCE_NUM_THREADS=1" in fold and esc(DEFINITIONS["tok/s"]) in fold
+    assert "INFERENCE_NUM_THREADS" not in html[:html.index('<details class="how-measured">')]

@@ -84,11 +84,16 @@ def _title(label: str) -> str:
 
 
 def summary_html(summary) -> str:
-    """The verdict line after both sides finished (demo.engine.arena.Summary)."""
+    """The verdict after both sides finished (demo.engine.arena.Summary): one line a booth
+    visitor takes in at a glance (the speedup, the two rates, whether the texts match), the
+    counts under it, and how it was measured (definitions, OpenVINO's properties) behind a fold."""
     rows = []
     if summary.speedup is not None:
         rows.append(f'<span class="big">{summary.speedup:.2f}×</span> speedup '
-                    f'({summary.speculative.tokens_per_s:.1f} vs {summary.baseline.tokens_per_s:.1f} tok/s)')
+                    f'({summary.speculative.tokens_per_s:.1f} vs {summary.baseline.tokens_per_s:.1f} tok/s), '
+                    f'<span class="verdict">outputs {esc(summary.verdict)}</span>')
+    else:
+        rows.append(f'<span class="verdict">outputs {esc(summary.verdict)}</span>')
     if getattr(summary, "weights", None):  # the two sides read different main weights
         rows.append(f'<span class="weights">{esc(summary.weights)}</span>')
     if getattr(summary, "baseline_note", None):  # the baseline is not this machine's fastest alone
@@ -104,13 +109,13 @@ def summary_html(summary) -> str:
         rows.append(f"acceptance rate {summary.acceptance_rate * 100:.0f}% ({counts}{counted_by})")  # the code's words
     if getattr(summary, "sources", None):
         rows.append(f'<span class="sources">{esc(summary.sources)}</span>')
-    rows.append(f'<span class="how">tok/s: {esc(DEFINITIONS["tok/s"])}; TTFT: {esc(DEFINITIONS["TTFT"])}.</span>')
-    rows.append(f"outputs: {esc(summary.verdict)}")
     for side, err in summary.errors.items():
         rows.append(f'<span class="error">{esc(side)} failed: {esc(err)}</span>')
-    rows.append(f'<span class="how">{esc(summary.how)}</span>')
+    measured = (f'<details class="how-measured"><summary>How this was measured</summary><span class="how">'
+                f'tok/s: {esc(DEFINITIONS["tok/s"])}; TTFT: {esc(DEFINITIONS["TTFT"])}.</span><br>'
+                f'<span class="how">{esc(summary.how)}</span></details>')
     return (f'<div class="summary" data-accepted="{s.accepted}" data-verdict="{esc(summary.verdict)}">'
-            + "<br>".join(rows) + "</div>")
+            + "<br>".join(rows) + measured + "</div>")
 
 
 def race_chart_svg(series: dict, width: int = 640, height: int = 180, colours: Optional[dict] = None) -> str:
