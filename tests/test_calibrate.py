@@ -459,7 +459,7 @@ def test_a_zen4_launch_whose_bare_costs_read_high_is_predicted_at_its_real_pipel
     measurements, each timed K's step is the step the real pipeline measured, and the K chosen
     is the timed K=2 the pipeline ran fastest (31.4 tok/s), not the untimed K=1 the bare costs
     favoured (BENCHMARKS.md)."""
-    path = Path(__file__).resolve().parent.parent / "bench-results" / "calibration-qwen-zen4-s55.json"
+    path = Path(__file__).resolve().parent.parent / "bench-results" / "calibration-qwen-zen4-2026-12-06-1355.json"
     raw = json.loads(path.read_text())
     o = raw["pipeline_overheads"]["fair"]["int4_sym/int4_sym"]
     assert o["extra_s"]["2"] < 0 < o["extra_s"]["6"]
@@ -524,7 +524,7 @@ def test_a_gguf_main_not_timed_alone_is_compared_by_its_bare_model():
     """A launch on the Xeon without AMX (2026-12-04): the gguf main was over 1.5x the int4_sym
     main's token, so only int4_sym was timed alone; what the format buys is then read from
     the bare models' one-token costs, and said to be that."""
-    path = Path(__file__).resolve().parent.parent / "bench-results" / "calibration-qwen-xeon-noamx-s39.json"
+    path = Path(__file__).resolve().parent.parent / "bench-results" / "calibration-qwen-xeon-noamx-2026-12-04-0703.json"
     raw = json.loads(path.read_text())
     assert set(raw["plain"]["fair"]["rates"]) == {"int4_sym"} and "gguf" in raw["main"]
     ratio = raw["main"]["gguf"]["verify_s"]["fair"][0] / raw["main"]["int4_sym"]["verify_s"]["fair"][0]
