@@ -106,3 +106,16 @@ def test_the_check_sees_a_missing_file_and_a_missing_anchor(tmp_path):
         "other.md#speed: other.md has no heading with the anchor #speed",
         "#a-titl: page.md has no heading with the anchor #a-titl",
     ], bad
+
+
+COUNTER = re.compile(r"(?<![A-Za-z0-9_/.-])s\d{2}(?:-[a-z]+)?\b|\b[Ss]tops? \d{2}\b")
+
+
+def test_measurements_are_named_by_date_not_by_an_internal_counter():
+    """Issue 59, item 8: a reader cannot tell when or where "s55" or "stop 55" was measured;
+    result files and the pages name the date and time of their runs."""
+    counted = sorted(p.name for p in (ROOT / "bench-results").iterdir() if re.search(r"-s\d{2}(?=[-.])", p.name))
+    assert counted == [], f"result files named by a counter: {counted[:5]}"
+    found = [(page.name, n) for page in PAGES for n, line in enumerate(page.read_text().splitlines(), 1)
+             if COUNTER.search(line)]
+    assert found == [], f"a counter where a date belongs: {found[:5]}"
