@@ -51,7 +51,7 @@ def test_full_race_returns_both_texts_and_final_stats(client, mode):
     assert "reverse" in out["baseline"] and "reverse" in out["speculative"]
     assert 'data-state="done"' in out["baseline_stats"] and 'data-state="done"' in out["speculative_stats"]
     assert 'data-tokens="48"' in out["baseline_stats"] and 'data-tokens="48"' in out["speculative_stats"]
-    assert "speedup" in out["summary"] and "outputs:" in out["summary"]
+    assert "speedup" in out["summary"] and '<span class="verdict">outputs ' in out["summary"]
     assert ("fair mode" in out["summary"]) == mode.startswith("fair")
     assert 'class="tok-accepted"' in out["speculative"]
     assert "line-baseline" in out["chart"] and "line-speculative" in out["chart"]

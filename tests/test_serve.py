@@ -121,7 +121,7 @@ def test_a_race_through_serve_streams_both_sides_at_once_and_says_where_they_ran
     out = final(job)
     assert 'data-state="done"' in out["baseline_stats"] and 'data-tokens="128"' in out["baseline_stats"]
     assert 'data-tokens="128"' in out["speculative_stats"]
-    assert "speedup" in out["summary"] and "outputs:" in out["summary"]
+    assert "speedup" in out["summary"] and '<span class="verdict">outputs ' in out["summary"]
     # Where each side ran, from Ray's own node id of this (the only) node.
     where = f"{socket.gethostname()} (node {arena_on_ray.node_id[:8]}), 1 thread"
     assert f"baseline ran on {where}" in out["summary"] and f"speculative ran on {where}" in out["summary"]
