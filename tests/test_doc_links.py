@@ -108,7 +108,8 @@ def test_the_check_sees_a_missing_file_and_a_missing_anchor(tmp_path):
     ], bad
 
 
-COUNTER = re.compile(r"(?<![A-Za-z0-9_/.-])s\d{2}(?:-[a-z]+)?\b|\b[Ss]tops? \d{2}\b")
+COUNTER = re.compile(r"(?<![A-Za-z0-9_/.-])s\d{2}(?:-[a-z]+)?\b|\b[Ss]tops? \d{2}\b"
+                     r"|\b[Tt]he stop (?:after|before)\b|\bnext stop\b|\bthis stop\b")
 
 
 def test_measurements_are_named_by_date_not_by_an_internal_counter():
