@@ -91,7 +91,7 @@ def _resolve(args) -> Resolved:
         planned = arena.options_for(request)
         return Resolved(pair.main, pair.draft, args.paths[0], arena.default_assistant_tokens(pair.preset.name, args.mode),
                         pair.baseline, {"main": pair.main_format, "draft": pair.draft_format,
-                                        "baseline": pair.baseline_format if pair.baseline is not None else None},
+                                        "baseline": pair.baseline_main_format},
                         planned.cpu_precision, planned.baseline_attention)
     draftless = args.prompt_lookup or args.free_draft
     need = 2 if draftless else 3

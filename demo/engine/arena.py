@@ -23,7 +23,7 @@ from ..models import load_store
 from ..models.calibration_store import calibrated_baseline_attention, calibrated_precision, load_cached
 from ..models.prepare import PreparedPair, prepare_preset
 from ..models.presets import ExportSource, HubSource, PresetFile, load_presets
-from ..models.sources import ModelStore
+from ..models.sources import ModelStore, has_formats
 from .admission import Admission, Cancelled, holding
 from .calibration_words import baseline_caveat, calibration_words
 from .race import HEARTBEAT_S, fair, race
@@ -355,8 +355,6 @@ class Arena:
 
     def baseline_caveat(self, request: RaceRequest, pair: PreparedPair) -> Optional[str]:
         """calibration_words.baseline_caveat for a request on its prepared pair."""
-        from ..models.sources import has_formats
-
         preset = self.presets.get(request.preset)
         calibratable = (preset.draft is not None and has_formats(preset.main) and has_formats(preset.draft)
                         and getattr(preset.main, "format", None) == "auto")

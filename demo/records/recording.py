@@ -215,7 +215,7 @@ def from_results(results: dict, *, kind: str, mode: str, preset: str, settings, 
 
 
 def _from_results(results, kind, mode, preset, settings, prompt, prompt_class, how, exact, main_format,
-                  draft_format, machine, versions, recorded_at, baseline_format=None) -> Recording:
+                  draft_format, machine, versions, recorded_at, baseline_format) -> Recording:
     from ..core.machine import machine_info, versions as library_versions
 
     from ..core.acceptance import curve_of_chunks

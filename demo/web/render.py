@@ -87,13 +87,11 @@ def summary_html(summary) -> str:
     """The verdict after both sides finished (demo.engine.arena.Summary): one line a booth
     visitor takes in at a glance (the speedup, the two rates, whether the texts match), the
     counts under it, and how it was measured (definitions, OpenVINO's properties) behind a fold."""
-    rows = []
+    glance = f'<span class="verdict">outputs {esc(summary.verdict)}</span>'
     if summary.speedup is not None:
-        rows.append(f'<span class="big">{summary.speedup:.2f}×</span> speedup '
-                    f'({summary.speculative.tokens_per_s:.1f} vs {summary.baseline.tokens_per_s:.1f} tok/s), '
-                    f'<span class="verdict">outputs {esc(summary.verdict)}</span>')
-    else:
-        rows.append(f'<span class="verdict">outputs {esc(summary.verdict)}</span>')
+        glance = (f'<span class="big">{summary.speedup:.2f}×</span> speedup '
+                  f'({summary.speculative.tokens_per_s:.1f} vs {summary.baseline.tokens_per_s:.1f} tok/s), ' + glance)
+    rows = [glance]
     if getattr(summary, "weights", None):  # the two sides read different main weights
         rows.append(f'<span class="weights">{esc(summary.weights)}</span>')
     if getattr(summary, "baseline_note", None):  # the baseline is not this machine's fastest alone
