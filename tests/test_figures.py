@@ -1,0 +1,88 @@
+"""Figures are generated from their records, never typed (issue 59, item 1): scripts/figures.py
+--check passes on the repository, and fails when one number in README.md is edited by hand,
+when a figure is typed outside the generated blocks, or when a headline raced a calibration prompt."""
+
+import importlib.util
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def figures():
+    spec = importlib.util.spec_from_file_location("figures", ROOT / "scripts" / "figures.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def copy(tmp_path):
+    """A copy of the documents beside the real records."""
+    for doc in ("README.md", "BENCHMARKS.md"):
+        shutil.copy(ROOT / doc, tmp_path / doc)
+    (tmp_path / "bench-results").symlink_to(ROOT / "bench-results")
+    return tmp_path
+
+
+def test_check_passes_on_the_repository():
+    done = subprocess.run([sys.executable, "scripts/figures.py", "--check"], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_a_number_edited_by_hand_fails_the_check(figures, copy):
+    readme = copy / "README.md"
+    text = readme.read_text()
+    start = text.index("<!-- figures:per-cpu -->")
+    at = start + text[start:].index(" tok/s**") - 1  # the last digit of the speculative rate
+    edited = text[:at] + str((int(text[at]) + 1) % 10) + text[at + 1:]
+    readme.write_text(edited)
+    assert any("per-cpu" in p for p in figures.problems(copy)), "an edited rate passed the check"
+
+
+def test_a_figure_typed_outside_the_blocks_fails_the_check(figures, copy):
+    readme = copy / "README.md"
+    readme.write_text(readme.read_text() + "\nOn my laptop it ran 1.62× faster.\n")
+    assert any("1.62×" in p for p in figures.problems(copy))
+
+
+def test_a_headline_on_a_calibration_prompt_is_refused(figures, tmp_path):
+    fair_name, race_name = next(iter(figures.HEADLINES.values()))
+    (tmp_path / "bench-results").mkdir()
+    for name in (fair_name, race_name):
+        data = json.loads((ROOT / "bench-results" / name).read_text())
+        if name == fair_name:
+            data["prompts"] = ["code-1", *data["prompts"][1:]]
+        (tmp_path / "bench-results" / name).write_text(json.dumps(data))
+    with pytest.raises(SystemExit, match="calibration's prompt code-1"):
+        figures.per_cpu(tmp_path)
+
+
+def test_the_headline_ratio_is_the_raw_samples_own(figures):
+    # Independently of demo.bench.paired: each sample's speculative decode rate over the fastest plain
+    # OpenVINO rate, every engine cut at the shortest answer, from the token arrival times themselves.
+    fair_name, _ = next(iter(figures.HEADLINES.values()))
+    data = json.loads((ROOT / "bench-results" / fair_name).read_text())
+    plains = [e for e in data["summary"] if e.startswith(("baseline", "plain_")) and "decode_tok_s" in data["summary"][e]]
+    ratios = []
+    for s in data["samples"]:
+        n = min(len(s["times"][e]) for e in ["speculative", *plains])
+        rate = {e: (n - 1) / (s["times"][e][n - 1] - s["times"][e][0]) for e in ["speculative", *plains]}
+        ratios.append(rate["speculative"] / max(rate[e] for e in plains))
+    readme = (ROOT / "README.md").read_text()
+    assert f"**{statistics.median(ratios):.2f}× ({min(ratios):.2f}–{max(ratios):.2f}×)**" in readme
+
+
+def test_each_record_s_class_is_the_one_its_file_is_named_for(figures):
+    names = [*figures.LAUNCH["first"], *figures.LAUNCH["no_profile"], *figures.LAUNCH["second"], figures.FREE_DRAFT,
+             *(n for pair in figures.HEADLINES.values() for n in pair)]
+    for name in names:
+        machine = json.loads((ROOT / "bench-results" / name).read_text())["machine"]
+        assert ("Zen 4" in figures.cpu_class(machine)) == ("zen4" in name), name
