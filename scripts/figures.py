@@ -151,8 +151,13 @@ def per_cpu(root: Path) -> str:
                 f"against {baseline:.1f} for the fastest main alone, the baseline the page races it against: "
                 f"**{times(c['speculative_vs_fastest_plain_openvino']['ratio'])}**, paired")
         if "speculative_vs_llama_cpp" in c:
+            reads = fair["weights_bytes_per_token"]
+            built = fair.get("llama_cpp", {})
             text += (f", and {times(c['speculative_vs_llama_cpp']['ratio'])} llama.cpp's plain decoding "
-                     f"({s['llama.cpp']['decode_tok_s']['median']:.1f} tok/s)")
+                     f"({s['llama.cpp']['decode_tok_s']['median']:.1f} tok/s; "
+                     f"{built.get('binding', 'its Python binding')} {built.get('version', '')} around llama.cpp's C "
+                     f"kernels, reading the original GGUF's {reads['llama.cpp']['main'] / 1e9:.2f} GB a token where "
+                     f"the baseline reads {reads['baseline']['main'] / 1e9:.2f} GB)")
         r = race["summary"]
         text += (f". In race mode (both at once, the page's default) the page read "
                  f"**{times(r['speedup'])}** over {r['speedup']['n']} races "

@@ -258,7 +258,8 @@ def main() -> int:
                 "machine": info, "preset": preset.name, "k": k, "labels": labels, "weights_bytes_per_token": reads,
                 "memory_read_gb_s": bandwidth,
                 "prompts": [p.id for p in prompts], "rounds": args.rounds, "max_new_tokens": args.max_new_tokens,
-                "summary": summary, "comparisons": comparisons, "samples": samples}, indent=1))
+                "summary": summary, "comparisons": comparisons, "samples": samples,
+                **({"llama_cpp": llamacpp.build_info()} if LLAMA in engines else {})}, indent=1))
         arena.cache.clear()
         return 0
 

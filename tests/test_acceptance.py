@@ -105,3 +105,23 @@ def test_step_costs_are_read_from_a_calibration_result():
     assert step_costs(result, "gguf", "int4_sym", "fair").per_step_s == 0.0  # no overhead measured: none added
     for missing in ((None, "gguf", "int4_sym"), (result, "f16", "int4_sym"), (result, "gguf", "gguf")):
         assert step_costs(*missing, "race") is None
+
+
+
+def test_the_step_view_keeps_the_step_a_real_pipeline_measured_at_its_k():
+    # One cost model (issue 59, item 7): where calibration timed a real pipeline at K=2 and it added
+    # less than the a + b·K line says (here: below zero, which the line would clip to nothing), the
+    # step view's step at K=2 is the timed one, by hand: 2 guesses × 10 ms + a 3-token verify of
+    # 34 ms - 5 ms; at an untimed K=3 the line: 3 × 10 + 36 + max(0, -2 + 1 × 3) ms.
+    from demo.models.calibration_store import step_costs
+
+    from .calibrations import made_up
+
+    overhead = {"main_format": "m", "draft_format": "d", "measured_step_s": {}, "predicted_step_s": {},
+                "extra_s": {"2": -0.005}, "per_step_s": -0.002, "per_guess_s": 0.001, "baseline_step_s": 0.03,
+                "baseline_overhead_s": 0.0}
+    result = made_up({"fair": ("m", "d", 2)}, pipeline_overhead={"fair": overhead})
+    result.main["m"].verify_s["fair"] = [0.030, 0.032, 0.034, 0.036]
+    costs = step_costs(result, "m", "d", "fair")
+    assert costs.step_s(2) == pytest.approx(2 * 0.010 + 0.034 - 0.005)
+    assert costs.step_s(3) == pytest.approx(3 * 0.010 + 0.036 + 0.001)

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from typing import Callable, Mapping, Optional, Sequence
 
+from ..core.acceptance import StepCosts
 from ..models.calibration_result import split_plain_key
+
 
 def agreement_runs(guesses: Sequence[int], answer: Sequence[int]) -> list[int]:
     """runs[p]: how many of answer[p], answer[p+1], … the draft guesses right in a row."""
@@ -50,11 +52,8 @@ def predict(verify: Sequence[float], draft_step: float, answers_runs: Sequence[S
     K=2 it had timed at 31.4 tok/s as 26.6 and chose an untimed K=1 at 29.2: BENCHMARKS.md);
     `baseline_overhead` what a real baseline pipeline adds to each token (pipeline_overhead)."""
     tau = tokens_per_step(answers_runs, k)
-    if timed_extra and k in timed_extra:
-        extra = timed_extra[k]
-    else:
-        extra = max(0.0, overhead[0] + overhead[1] * k)
-    step = k * draft_step + verify[k] + extra
+    step = StepCosts(draft_step, tuple(verify), overhead[0], overhead[1],
+                     tuple(sorted((timed_extra or {}).items()))).step_s(k)
     return {"k": k, "tokens_per_step": tau, "step_s": step,
             "speculative_tok_s": tau / step, "baseline_tok_s": 1.0 / (verify[0] + max(0.0, baseline_overhead))}
 

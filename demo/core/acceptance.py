@@ -122,17 +122,23 @@ def pooled(curves: Iterable[AcceptanceCurve]) -> Optional[AcceptanceCurve]:
 class StepCosts:
     """What one speculative step costs on this machine (from its calibration): `draft_s` per
     guess, `verify_s[m - 1]` for a main-model step over m tokens, and the pipeline's own
-    overhead per step, `per_step_s` + `per_guess_s`·k."""
+    overhead per step, `per_step_s` + `per_guess_s`·k (a line that dips below zero adds
+    nothing), except at a K where a real pipeline was timed (`timed_extra_s`: K -> what it
+    added, below zero too), whose step is then what that pipeline measured. The one cost model:
+    calibration's predictions (demo.calibrate.cost_model.predict) and the step view read it."""
 
     draft_s: float
     verify_s: tuple[float, ...]
     per_step_s: float = 0.0
     per_guess_s: float = 0.0
+    timed_extra_s: tuple[tuple[int, float], ...] = ()  # ((K, seconds), ...): hashable, frozen
 
     def step_s(self, k: int) -> Optional[float]:
         if k >= len(self.verify_s):
             return None
-        return k * self.draft_s + self.verify_s[k] + max(0.0, self.per_step_s + self.per_guess_s * k)
+        timed = dict(self.timed_extra_s)
+        extra = timed[k] if k in timed else max(0.0, self.per_step_s + self.per_guess_s * k)
+        return k * self.draft_s + self.verify_s[k] + extra
 
 
 @dataclass(frozen=True)

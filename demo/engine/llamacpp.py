@@ -146,6 +146,15 @@ def available() -> bool:
     return importlib.util.find_spec("llama_cpp") is not None
 
 
+def build_info() -> dict:
+    """What "llama.cpp" was in a measurement: the Python binding that drove it (a Python loop
+    around llama.cpp's C kernels), its version, and the CPU features its build uses."""
+    import llama_cpp
+
+    return {"binding": "llama-cpp-python", "version": llama_cpp.__version__,
+            "system_info": llama_cpp.llama_print_system_info().decode().strip(" |")}
+
+
 class LlamaCppSide:
     """A LlamaCppRunner with the arena's runner shape (`run(prompt, settings, on_chunk)`
     returning a RunResult, one chunk per token), so calibration times it in the same

@@ -126,4 +126,6 @@ def step_costs(result: Optional[Calibration], main_format: Optional[str], draft_
     overhead = result.pipeline_overhead.get(mode)  # none measured: none added
     return StepCosts(draft_s=draft.step_s[mode], verify_s=tuple(main.verify_s[mode]),
                      per_step_s=overhead.per_step_s if overhead else 0.0,
-                     per_guess_s=overhead.per_guess_s if overhead else 0.0)
+                     per_guess_s=overhead.per_guess_s if overhead else 0.0,
+                     # the K its real pipeline was timed at keeps what it measured (cost_model.predict)
+                     timed_extra_s=tuple(sorted((int(k), v) for k, v in overhead.extra_s.items())) if overhead else ())
