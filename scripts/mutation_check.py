@@ -262,8 +262,8 @@ MUTATIONS = [
         "calibration: race mode timed in a child at launch",
         "a launch times race mode in a stage child, so the app loads the chosen race pair again before Ready",
         "demo/calibrate/calibration.py",
-        '            if mode == "race" and race_pair is not None:',
-        "            if False:",
+        '    if mode == "race" and s.race_pair is not None:',
+        "    if False:",
         ("tests/test_calibrate.py::test_race_mode_is_timed_on_the_apps_own_pipelines_which_stay_loaded",),
     ),
     Mutation(
