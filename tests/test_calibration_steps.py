@@ -87,3 +87,27 @@ def test_a_plain_configuration_clearly_faster_on_sdpa_is_the_baseline_and_the_lo
 def test_no_plain_rate_at_all_is_one_sentence():
     with pytest.raises(DemoError, match="No main format of 'made-up' runs alone on this CPU with race threads"):
         calibration.pick_plain(setup(), {"rates": {"m": [], "n": []}}, "race", ["m", "n"])
+
+
+class PlainStages(FakeStages):
+    """Times plain pipelines: with the whole machine, int4 on the stateful backend far ahead."""
+
+    done = {"plain:fair"}  # as after a restart: no llama.cpp reference to assemble
+
+    def run(self, name, function, args, what):
+        self.names.append(name)
+        self.args = {**getattr(self, "args", {}), name: args}
+        if name == "plain:fair":
+            return {"rates": {"m": [20.0, 20.0], "m+SDPA": [30.0, 30.0], "n": [17.0, 17.0], "n+SDPA": [17.0, 17.0]}}
+        return {"rates": {f: [10.0, 10.0] for f in args["folders"]}}
+
+
+def test_race_threads_time_every_main_close_to_the_fastest_on_paged_attention():
+    # A race keeps the scheduler on both sides, so what is "close to the fastest" with race threads
+    # is read among paged-attention rates only: n (17) is within 1/1.25 of m on paged attention (20),
+    # though not of m on the stateful backend (30).
+    stages = PlainStages()
+    f = found()
+    calibration.time_plain(setup(stages), f)
+    assert sorted(stages.args["plain:race"]["folders"]) == ["m", "n"]
+    assert f.plain_pick["fair"]["main_format"] == "m+SDPA"  # 1.5× in every pair: clearly faster
