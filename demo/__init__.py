@@ -17,8 +17,12 @@ module level and inside functions alike (tests/test_layers.py checks every impor
   bench/      the benchmark (python -m demo.bench)
   web/        the Gradio page and its booth parts
   serve/      the page and the pipelines on a Ray Serve cluster (python -m demo.serve)
-  commands    demo/cli.py, prepare.py, record.py, soak.py, doctor.py, app_overhead.py and
-              each package's __main__.py; app.py sits above them all
+  commands    demo/cli.py, prepare.py, record.py, doctor.py and each package's
+              __main__.py; app.py sits above them all
+
+Code that only tests and measuring scripts use (the soak, the page's overhead, the
+headlines' arithmetic, the EAGLE-3 fixture) lives in lab/, beside this package: lab imports
+demo, demo never imports lab.
 
 calibrate and records do not import each other. Where a lower layer has to run something
 from a higher one, the higher one passes it in: the engine runs the launch calibration

@@ -29,7 +29,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from demo.bench.free_draft_replay import loop_seconds_per_step, predict  # noqa: E402
-from demo.bench.paired import against_fastest, decode_rate, paired, spread, token_times  # noqa: E402
 from demo.calibrate.calibration import prepare_candidates  # noqa: E402
 from demo.core.bench_prompts import PROMPTS  # noqa: E402
 from demo.core.errors import DemoError, run_command  # noqa: E402
@@ -43,6 +42,7 @@ from demo.engine.verify_loop.runner import OwnLoopRunner, default_proposers  # n
 from demo.models import code_datastore  # noqa: E402
 from demo.models.presets import load_presets  # noqa: E402
 from demo.models.sources import ModelStore  # noqa: E402
+from lab.paired import against_fastest, decode_rate, paired, spread, token_times  # noqa: E402
 
 FREE = "free_draft"
 LLAMA = llamacpp.SIDE

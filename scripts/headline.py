@@ -34,8 +34,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from demo.bench.paired import against_fastest, decode_rate, paired, spread, token_times  # noqa: E402
-from demo.bench.weights_read import gguf_bytes_per_token, ir_bytes_per_token, memory_read_gb_s  # noqa: E402
 from demo.core import placement  # noqa: E402
 from demo.core.bench_prompts import HEADLINE_SET, held_out, named  # noqa: E402
 from demo.core.errors import DemoError, run_command  # noqa: E402
@@ -49,6 +47,8 @@ from demo.engine.pipelines import PairKey, PipelineCache, build_side  # noqa: E4
 from demo.models.calibration_store import load_cached  # noqa: E402
 from demo.models.presets import PypiSource, load_presets  # noqa: E402
 from demo.models.sources import ModelStore  # noqa: E402
+from lab.paired import against_fastest, decode_rate, paired, spread, token_times  # noqa: E402
+from lab.weights_read import gguf_bytes_per_token, ir_bytes_per_token, memory_read_gb_s  # noqa: E402
 
 LLAMA = llamacpp.SIDE
 OTHER = "baseline_other_backend"  # the page's baseline main on the attention backend it does not use

@@ -9,22 +9,22 @@
 suite's JUnit report, so that the unpatched run below is not repeated (CI's `bash
 scripts/test.sh` runs the suite only, to stay within 30 minutes).
 
-It copies the repository's files (`git ls-files`, plus new untracked files under demo/ and
-tests/) into a temporary folder, one copy per pytest session running at a time (-j; 2 by
+It copies the repository's files (`git ls-files`, plus new untracked files under demo/, lab/
+and tests/) into a temporary folder, one copy per pytest session running at a time (-j; 2 by
 default, 1 on a single core). First every mutation's tests run on the unpatched copies and
 must pass, so a failure can be blamed on a mutation. Then, for each mutation, it applies one
-textual patch to one demo/ module of a copy, runs the mutation's tests there (`pytest -x -q
--p no:cacheprovider`) and puts the copy back exactly as it was (the patched file rewritten,
-anything the tests left in the copy removed, every file compared byte for byte), so no
-mutant leaks into the next run. The mutant must be KILLED: a test fails (pytest's summary
-counts a failure; a fixture or collection error is an ERROR, not a kill).
+textual patch to one demo/ (or lab/) module of a copy, runs the mutation's tests there
+(`pytest -x -q -p no:cacheprovider`) and puts the copy back exactly as it was (the patched
+file rewritten, anything the tests left in the copy removed, every file compared byte for
+byte), so no mutant leaks into the next run. The mutant must be KILLED: a test fails
+(pytest's summary counts a failure; a fixture or collection error is an ERROR, not a kill).
 
 Each pytest session runs in a process of its own, forked from this one after it has imported
 the heavy third-party libraries (OpenVINO, openvino_genai, Gradio, ...) once: the child
-changes into its copy and calls pytest.main, so demo/, tests/ and app.py are imported afresh,
-from the copy, in every child (this process never imports them, a child checks that it did
-not import them from anywhere else, and no bytecode is written, so a patched module is never
-served from a stale .pyc). Where fork is unavailable, or a library left a thread running
+changes into its copy and calls pytest.main, so demo/, lab/, tests/ and app.py are imported
+afresh, from the copy, in every child (this process never imports them, a child checks that
+it did not import them from anywhere else, and no bytecode is written, so a patched module is
+never served from a stale .pyc). Where fork is unavailable, or a library left a thread running
 here, each session is a fresh `python -m pytest` instead (--no-fork forces that).
 
 Two sessions at a time fill both cores of a 2-core machine (most sessions are one thread,
@@ -69,10 +69,10 @@ ENV = dict(GRADIO_ANALYTICS_ENABLED="False", HF_HUB_DISABLE_TELEMETRY="1", HF_HU
            PYTHONDONTWRITEBYTECODE="1")
 # Imported once by the fork server, before any child starts: the third-party libraries that
 # demo/ and the tests import (seconds of start-up each, paid once instead of once a mutant).
-# Never demo, tests or app: those must come from the patched copy, fresh in each child.
+# Never demo, lab, tests or app: those must come from the patched copy, fresh in each child.
 PRELOAD = ("numpy", "yaml", "pydantic", "psutil", "pandas", "huggingface_hub", "openvino", "openvino_genai",
            "openvino_tokenizers", "gradio", "gradio_client", "fastapi", "uvicorn", "httpx", "pytest")
-OWN_MODULES = ("demo", "tests", "app", "conftest")
+OWN_MODULES = ("demo", "lab", "tests", "app", "conftest")
 # Two sessions run at a time (-j 2, the default on 2 or more cores), each in its own copy.
 # A test here runs alone, nothing beside it. This one calibrates real models in child
 # processes, which pruned a format on timings that a second session shifted; it now turns
@@ -89,7 +89,7 @@ SLOW_FILES = ("tests/test_calibrate.py", "tests/test_engine.py", "tests/test_nat
 class Mutation:
     name: str
     why: str    # the behaviour that breaks
-    path: str   # the demo/ module patched
+    path: str   # the demo/ or lab/ module patched
     old: str    # anchor text, must occur exactly once
     new: str
     tests: tuple[str, ...]
@@ -262,8 +262,8 @@ MUTATIONS = [
         "calibration: race mode timed in a child at launch",
         "a launch times race mode in a stage child, so the app loads the chosen race pair again before Ready",
         "demo/calibrate/calibration.py",
-        '            if mode == "race" and race_pair is not None:',
-        "            if False:",
+        '    if mode == "race" and s.race_pair is not None:',
+        "    if False:",
         ("tests/test_calibrate.py::test_race_mode_is_timed_on_the_apps_own_pipelines_which_stay_loaded",),
     ),
     Mutation(
@@ -293,7 +293,7 @@ MUTATIONS = [
     Mutation(
         "headline: the fastest plain is the slowest",
         "the speculative side is read against the slower plain configuration of each sample",
-        "demo/bench/paired.py",
+        "lab/paired.py",
         "            best = max(rates, key=rates.get)",
         "            best = min(rates, key=rates.get)",
         ("tests/test_headline.py::test_against_the_fastest_plain_engine_of_each_sample",),
@@ -881,7 +881,7 @@ MUTATIONS = [
     Mutation(
         "headline: the paired ratio inverted",
         "the headline prints baseline ÷ speculative",
-        "demo/bench/paired.py",
+        "lab/paired.py",
         '            out.append({"round": s["round"], "prompt": s["prompt"], "tokens": n, a: ra, b: rb, "ratio": ra / rb})',
         '            out.append({"round": s["round"], "prompt": s["prompt"], "tokens": n, a: ra, b: rb, "ratio": rb / ra})',
         ("tests/test_headline.py",),
@@ -889,7 +889,7 @@ MUTATIONS = [
     Mutation(
         "headline: rates over whole answers of different lengths",
         "the pair is not cut at the shorter answer",
-        "demo/bench/paired.py",
+        "lab/paired.py",
         '        n = min(len(s["times"][a]), len(s["times"][b]))',
         '        n = None',
         ("tests/test_headline.py",),
@@ -1196,7 +1196,7 @@ MUTATIONS = [
     Mutation(
         "numbers: a headline's spread is a mean",
         "one disturbed pair moves the reported ratio",
-        "demo/bench/paired.py",
+        "lab/paired.py",
         '    return {"median": statistics.median(values),',
         '    return {"median": statistics.mean(values),',
         ("tests/test_headline.py::test_the_spread_of_paired_ratios_is_their_median_not_their_mean",),
@@ -1221,13 +1221,13 @@ MUTATIONS = [
 
 
 def repo_files() -> list[str]:
-    """Tracked files, plus untracked (not ignored) ones under demo/ and tests/: a new module
+    """Tracked files, plus untracked (not ignored) ones under demo/, lab/ and tests/: a new module
     that the code imports must come along, someone's scratch folder need not."""
     def ls(*args: str) -> list[str]:
         out = subprocess.run(["git", "ls-files", "-z", *args], cwd=ROOT, capture_output=True, check=True)
         return [p for p in out.stdout.decode().split("\0") if p]
 
-    new = [p for p in ls("--others", "--exclude-standard") if p.startswith(("demo/", "tests/"))]
+    new = [p for p in ls("--others", "--exclude-standard") if p.startswith(("demo/", "lab/", "tests/"))]
     return sorted({p for p in ls() + new if (ROOT / p).is_file()})
 
 

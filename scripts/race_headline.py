@@ -23,7 +23,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from demo.bench.paired import decode_rate, paired, spread, token_times  # noqa: E402
 from demo.core.bench_prompts import HEADLINE_SET, held_out, named  # noqa: E402
 from demo.core.errors import DemoError, run_command  # noqa: E402
 from demo.core.machine import machine_info  # noqa: E402
@@ -35,6 +34,7 @@ from demo.engine.request import side_configs  # noqa: E402
 from demo.models.calibration_store import load_cached  # noqa: E402
 from demo.models.presets import load_presets  # noqa: E402
 from demo.models.sources import ModelStore  # noqa: E402
+from lab.paired import decode_rate, paired, spread, token_times  # noqa: E402
 
 
 def one_race(arena: Arena, request: RaceRequest) -> dict:

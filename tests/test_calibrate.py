@@ -169,7 +169,7 @@ def test_formats_alone_are_timed_interleaved_and_their_quality_read(presets, ses
     int8 = stages.measure_main({**main_args, "format": "int8", "folder": folders["int8"], "answer": False,
                                 "read_along": gguf["answers"]}, lambda m: None)
     assert [len(r) for r in int8["reads"]] == [len(a) for a in gguf["answers"]] == [len(r) for r in gguf["reads"]]
-    assert calibration.MIN_AGREEMENT <= measure.agreement(int8["reads"], gguf["reads"]) <= 1.0
+    assert measure.MIN_AGREEMENT <= measure.agreement(int8["reads"], gguf["reads"]) <= 1.0
     # Measured alone only (Plan.alone_only): the same reads from its own load, and no curve.
     alone = stages.measure_main({**main_args, "format": "int8", "folder": folders["int8"], "answer": False,
                                  "read_along": gguf["answers"], "alone_only": True}, lambda m: None)

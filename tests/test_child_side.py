@@ -224,7 +224,7 @@ def test_the_sides_prompt_checks_share_one_tokenizer_so_a_side_loaded_again_adds
     tokenizer keeps 4 native threads, and a side loaded again after a Stop or a crash used to
     make a new one (the soak's thread check caught it under load)."""
     from demo.engine.pipelines import PairKey, PromptChecks
-    from demo.soak import native_threads
+    from lab.soak import native_threads
 
     key = PairKey(str(smollm2_ir), str(smollm2_ir), "draft", PipelineOptions(threads=1))
     first = PromptChecks(key, BASELINE)

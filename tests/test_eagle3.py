@@ -1,5 +1,5 @@
 """EAGLE-3 on the real path, offline: a head for the SmolLM2 fixture, trained briefly and
-exported by optimum-intel (demo.models.eagle3_fixture, built once per cache: about 2 minutes
+exported by optimum-intel (lab.eagle3_fixture, built once per cache: about 2 minutes
 the first time, then reused), raced by the engine, and recognised by OpenVINO GenAI itself.
 
 The first EAGLE-3 generate of a process runs in a child (tests/eagle3_probe.py): a fresh
@@ -33,7 +33,7 @@ GENAI_EAGLE3_LINE = "Copying embedding weights from main to draft model for eagl
 def eagle3_pair(session_store, smollm2_ir):
     for module in ("torch", "optimum.intel", "einops"):
         require(has_module(module), f"{module} (pip install -r export-requirements.txt) to build the EAGLE-3 fixture")
-    from demo.models.eagle3_fixture import build
+    from lab.eagle3_fixture import build
 
     return build(session_store.cache_dir, smollm2_ir, log=lambda m: print(f"[eagle3 fixture] {m}", file=sys.stderr))
 

@@ -66,7 +66,7 @@ def test_a_headline_on_a_calibration_prompt_is_refused(figures, tmp_path):
 
 
 def test_the_headline_ratio_is_the_raw_samples_own(figures):
-    # Independently of demo.bench.paired: each sample's speculative decode rate over the fastest plain
+    # Independently of lab.paired: each sample's speculative decode rate over the fastest plain
     # OpenVINO rate, every engine cut at the shortest answer, from the token arrival times themselves.
     fair_name, _ = next(iter(figures.HEADLINES.values()))
     data = json.loads((ROOT / "bench-results" / fair_name).read_text())

@@ -1,10 +1,10 @@
-"""The headline's arithmetic (demo.bench.paired, used by scripts/headline.py), on hand-made token times: rates after the first token,
+"""The headline's arithmetic (lab.paired, used by scripts/headline.py), on hand-made token times: rates after the first token,
 compared at equal token counts, ratios paired per (round, prompt) and never inverted."""
 
 import pytest
 
-from demo.bench import paired as h
-from demo.bench.paired import decode_rate
+from lab import paired as h
+from lab.paired import decode_rate
 
 
 def test_decode_rate_leaves_the_first_token_out_and_cuts_at_n():

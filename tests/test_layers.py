@@ -5,7 +5,8 @@ source with ast, nothing is imported, so a run costs milliseconds and an import 
 function counts as much as one at the top.
 
 Also: every child-process target and `python -m` module named in a string ("module:function",
-as demo.core.isolation runs them) exists, since moving a module breaks those silently.
+as demo.core.isolation runs them) exists, since moving a module breaks those silently; and
+nothing in demo/ imports lab/ (measuring and fixture code beside the app, which imports demo).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Iterator, Optional
 import pytest
 
 DEMO = Path(__file__).resolve().parent.parent / "demo"
+LAB = DEMO.parent / "lab"  # imports demo; demo never imports it (test_demo_never_imports_lab)
 
 # Lowest first. A module may import from its own layer and from any layer of a lower rank;
 # layers of the same rank (calibrate, records) are independent of each other.
@@ -75,9 +77,9 @@ class Import:
     imported: str
 
 
-def imports(path: Path, source: str) -> Iterator[Import]:
-    """Every demo module the module at `path` (its text: `source`) imports, wherever the
-    import statement is."""
+def imported_names(path: Path, source: str) -> Iterator[tuple[int, str]]:
+    """(line, dotted name) for every name the module at `path` (its text: `source`) imports,
+    wherever the import statement is; a relative import is resolved against its package."""
     importer = module_name(path)
     package = importer if path.name == "__init__.py" else importer.rpartition(".")[0]
     for node in ast.walk(ast.parse(source, str(path))):
@@ -94,8 +96,16 @@ def imports(path: Path, source: str) -> Iterator[Import]:
         else:
             continue
         for name in names:
-            if name == ROOT_PACKAGE or name.startswith(ROOT_PACKAGE + "."):
-                yield Import(path, node.lineno, importer, target(name))
+            yield node.lineno, name
+
+
+def imports(path: Path, source: str) -> Iterator[Import]:
+    """Every demo module the module at `path` (its text: `source`) imports, wherever the
+    import statement is."""
+    importer = module_name(path)
+    for line, name in imported_names(path, source):
+        if name == ROOT_PACKAGE or name.startswith(ROOT_PACKAGE + "."):
+            yield Import(path, line, importer, target(name))
 
 
 def violations(sources: dict[Path, str]) -> list[str]:
@@ -223,6 +233,51 @@ def test_the_cycle_check_sees_cycles_held_together_by_function_level_and_type_on
             MODULES.pop(module_name(path), None)
 
 
+# -- lab/: imports demo, never imported by it ---------------------------------------------
+
+LAB_NAME = re.compile(r"^lab(\.\w+)*(:\w+)?$")  # lab, lab.soak, "lab.soak:main" (a child's target)
+
+
+def lab_imports(sources: dict[Path, str]) -> list[str]:
+    """One sentence per import of lab (or a module or name in it) in `sources`, at any level,
+    and per string that names a lab module the way a child-process target does."""
+    found = []
+    for path, source in sources.items():
+        where = path.relative_to(DEMO.parent)
+        for line, name in imported_names(path, source):
+            if LAB_NAME.match(name):
+                found.append(f"{where}:{line}: {module_name(path)} imports {name}")
+        for node in ast.walk(ast.parse(source, str(path))):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and "." in node.value \
+                    and LAB_NAME.match(node.value):
+                found.append(f"{where}:{node.lineno}: {module_name(path)} names {node.value!r}")
+    return found
+
+
+def test_demo_never_imports_lab():
+    """lab/ holds what only tests and measuring scripts use; what visitors run is demo/ (and
+    app.py), so nothing there may reach into lab/, inside a function either."""
+    found = lab_imports({p: p.read_text(encoding="utf-8") for p in MODULES.values()})
+    assert not found, ("demo/ imports lab/ (move what it needs into demo/, or pass it in):\n  "
+                       + "\n  ".join(found))
+
+
+def test_the_check_sees_an_import_of_lab_at_any_level():
+    planted = {
+        DEMO / "web" / "planted.py": "def f():\n    from lab.soak import native_threads\n",
+        DEMO / "core" / "planted.py": "import lab\nimport laboratory\nfrom demo.core import errors\n",
+        DEMO / "bench" / "planted.py": "x = 'lab.paired:paired'\ny = 'lab'\nfrom lab import paired\n",
+        DEMO / "engine" / "planted.py": "def g():\n    from ...lab import weights_read\n",
+    }
+    assert lab_imports(planted) == [
+        "demo/web/planted.py:2: demo.web.planted imports lab.soak.native_threads",
+        "demo/core/planted.py:1: demo.core.planted imports lab",
+        "demo/bench/planted.py:3: demo.bench.planted imports lab.paired",
+        "demo/bench/planted.py:1: demo.bench.planted names 'lab.paired:paired'",
+        "demo/engine/planted.py:2: demo.engine.planted imports lab.weights_read",
+    ]
+
+
 # -- names in strings: child-process targets and python -m modules ------------------------
 
 TARGET = re.compile(r"^demo(\.\w+)+(:\w+)?$")
@@ -246,3 +301,69 @@ def test_named_modules_and_functions_exist(where, name):
         defined = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
         defined |= {t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
         assert function in defined, f"{where} names {name!r}: {module} defines no {function!r}"
+
+
+# -- size: files and functions ------------------------------------------------------------------
+
+MAX_MODULE_LINES = 400
+MAX_FUNCTION_LINES = 60
+# Functions over MAX_FUNCTION_LINES, each with why it is still long and the length it may not
+# exceed (a ratchet: shorten a function and lower its number; a new long function fails).
+LONG_FUNCTIONS: dict[str, tuple[int, str]] = {
+    "demo/web/ui.py:build_demo": (205, "the page's layout and its wiring in one Blocks context; to split "
+                                       "into layout, handlers and wiring with the race service (issue 60)"),
+    "demo/bench/measure.py:run_bench": (185, "the benchmark's rotation with its resume points; a measuring "
+                                             "command, to move beside the app with the other lab code (issue 60)"),
+    "demo/web/bench_tab.py:build": (104, "a tab's layout and handlers in one Blocks context"),
+    "demo/bench/load.py:run_load": (103, "the load test's rotation with its resume points; lab code (issue 60)"),
+    "demo/calibrate/measure.py:pipeline_overhead": (101, "one stage child's timing loop over K, interleaved "
+                                                         "with the baseline; its state lives in the child"),
+    "demo/web/load_section.py:build": (100, "a tab's layout and handlers in one Blocks context"),
+    "demo/web/chat_tab.py:build": (98, "a tab's layout and handlers in one Blocks context"),
+    "demo/calibrate/plain.py:plain_rates": (88, "one stage child's interleaved rotation of plain pipelines"),
+    "demo/web/recordings_tab.py:build": (86, "a tab's layout and handlers in one Blocks context"),
+    "demo/calibrate/stages.py:measure_main": (86, "one stage child: a main's curves, answers and reads, resumable"),
+    "demo/serve/merge.py:merge_sides": (68, "two sides' event streams merged in one loop"),
+    "demo/web/race_tab.py:stream_race": (67, "the race handler's one generator (a Gradio handler is closed "
+                                             "only between two yields)"),
+    "demo/serve/worker.py:run": (63, "the worker's one generator, as stream_race"),
+    "demo/engine/child_side.py:_child_main": (62, "the child's command loop, in one frame by design"),
+    "demo/calibrate/report.py:_measured": (62, "the report's table, one row per line"),
+    "demo/cli.py:_run": (61, "the command's run and its printed summary"),
+}
+
+
+def functions() -> Iterator[tuple[str, int]]:
+    for path in sorted(DEMO.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                yield f"{path.relative_to(DEMO.parent)}:{node.name}", node.end_lineno - node.lineno + 1
+
+
+def test_no_module_is_over_the_file_size_rule():
+    long = {str(p.relative_to(DEMO.parent)): n for p in DEMO.rglob("*.py")
+            if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES}
+    assert not long, f"over {MAX_MODULE_LINES} lines: {long}"
+
+
+def test_no_function_is_over_the_function_size_rule_without_a_stated_reason():
+    over = {}
+    for name, lines in functions():
+        allowed = LONG_FUNCTIONS.get(name, (MAX_FUNCTION_LINES, ""))[0]
+        if lines > allowed:
+            over[name] = lines
+    assert not over, (f"over {MAX_FUNCTION_LINES} lines (or over the length LONG_FUNCTIONS allows): {over}; "
+                      "split it into named steps")
+    present = dict(functions())
+    stale = {name: (allowed, present.get(name)) for name, (allowed, _) in LONG_FUNCTIONS.items()
+             if present.get(name, 0) < allowed}
+    assert not stale, f"shorter now (or gone): lower or remove their LONG_FUNCTIONS entries: {stale}"
+
+
+def test_every_module_is_in_the_layout_page():
+    # docs/layout.md names each module by its file name, in its folder's part of the tree (lab/'s too).
+    layout = (DEMO.parent / "docs" / "layout.md").read_text()
+    tree = layout[layout.index("```"):layout.rindex("```")]
+    missing = [str(p.relative_to(DEMO.parent)) for p in sorted([*DEMO.rglob("*.py"), *LAB.rglob("*.py")])
+               if p.name != "__init__.py" and not re.search(rf"(?<![\w/]){re.escape(p.name)}", tree)]
+    assert not missing, f"docs/layout.md does not say where these live: {missing}"

@@ -30,7 +30,7 @@ def test_every_mutation_still_applies_and_names_tests_that_exist():
     assert len(script.MUTATIONS) >= 40
     assert script.anchor_problems() == []
     for m in script.MUTATIONS:
-        assert m.path.startswith("demo/") and m.old != m.new and m.tests, m.name
+        assert m.path.startswith(("demo/", "lab/")) and m.old != m.new and m.tests, m.name
     assert len({m.name for m in script.MUTATIONS}) == len(script.MUTATIONS), "two mutations share a name"
 
 

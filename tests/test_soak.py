@@ -1,4 +1,4 @@
-"""`python -m demo.soak`, short: ten races in a fresh process, three stopped early.
+"""`python -m lab.soak`, short: ten races in a fresh process, three stopped early.
 
 The full soak (200 races, figures in RELIABILITY.md) takes minutes; this checks that the
 command measures what it claims and finds no leak in ten races: resident memory read
@@ -20,7 +20,7 @@ MB = 1 << 20
 def test_soak_of_ten_races_measures_and_leaks_nothing(tmp_path, session_store, smollm2_ir):
     out = tmp_path / "soak.json"
     done = subprocess.run(
-        [sys.executable, "-m", "demo.soak", "--runs", "10", "--preset", SMOLLM2, "--max-new-tokens", "16",
+        [sys.executable, "-m", "lab.soak", "--runs", "10", "--preset", SMOLLM2, "--max-new-tokens", "16",
          "--stop-every", "3", "--warmup", "2", "--no-fill-kv", "--max-rss-growth", "50",
          "--cache-dir", str(session_store.cache_dir), "--json", str(out)],
         cwd=REPO_ROOT, capture_output=True, text=True, timeout=600)

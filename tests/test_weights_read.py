@@ -1,10 +1,10 @@
-"""Bytes a decoding step reads (demo.bench.weights_read), on tiny graphs and files built here
+"""Bytes a decoding step reads (lab.weights_read), on tiny graphs and files built here
 with known sizes: a lookup-only embedding table is left out, a tied one is read whole."""
 
 import numpy as np
 import pytest
 
-from demo.bench.weights_read import gguf_bytes_per_token, ir_bytes_per_token, memory_read_gb_s
+from lab.weights_read import gguf_bytes_per_token, ir_bytes_per_token, memory_read_gb_s
 
 VOCAB, HIDDEN = 4000, 300  # 1.2 MB as int8: above the size below which constants always count
 RNG = np.random.default_rng(0)  # distinct values: save_model stores equal constants once

@@ -47,7 +47,7 @@ def assemble(arena: Backend, booth: Booth, ids: VisitorIds, bench_enabled: bool 
     demo = build_demo(arena, bench_enabled=bench_enabled, booth=booth, door=door).queue(
         default_concurrency_limit=1, max_size=MAX_QUEUE, api_open=False)
     door.install(demo)
-    demo.arena = arena  # for tools that drive the engine next to the page (demo.app_overhead, tests)
+    demo.arena = arena  # for tools that drive the engine next to the page (lab.app_overhead, tests)
     demo.door = door
     demo.visitor_ids = ids  # the guards key visitors the same way (guards(demo))
     demo.state_session_capacity = session_capacity()

@@ -18,12 +18,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from demo.bench.weights_read import gguf_bytes_per_token  # noqa: E402
 from demo.core.bench_prompts import select  # noqa: E402
 from demo.core.machine import machine_info  # noqa: E402
 from demo.core.settings import cpu_cores  # noqa: E402
 from demo.engine.llamacpp import LlamaCppRunner  # noqa: E402
 from demo.engine.openvino_runner import template  # noqa: E402
+from lab.weights_read import gguf_bytes_per_token  # noqa: E402
 
 
 def requantize_q4_0(src: Path, dst: Path) -> None:

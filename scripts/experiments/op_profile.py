@@ -21,9 +21,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from demo.bench.weights_read import ir_bytes_per_token, memory_read_gb_s  # noqa: E402
 from demo.core.machine import machine_info  # noqa: E402
 from demo.engine.stateful import cpu_config  # noqa: E402
+from lab.weights_read import ir_bytes_per_token, memory_read_gb_s  # noqa: E402
 
 PROMPT_TOKENS = 64
 

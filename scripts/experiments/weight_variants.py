@@ -20,8 +20,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from demo.bench.weights_read import ir_bytes_per_token  # noqa: E402
 from demo.models.formats import unpack_and_compress  # noqa: E402
+from lab.weights_read import ir_bytes_per_token  # noqa: E402
 
 
 def main() -> int:

@@ -1,6 +1,6 @@
 """An EAGLE-3 head for the SmolLM2 test fixture, built and trained offline in a few minutes.
 
-    python -m demo.models.eagle3_fixture [--cache-dir DIR] [--steps N]
+    python -m lab.eagle3_fixture [--cache-dir DIR] [--steps N]
 
 No EAGLE-3 head exists for SmolLM2-135M and hubs are out of reach, so one is made here, by
 the real path a downloaded head takes: a checkpoint in AngelSlim's layout (eagle3_train.py)
@@ -35,8 +35,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
-from ..core.errors import DemoError
-from .folders import READY_MARKER, is_ready_folder
+from demo.core.errors import DemoError
+from demo.models.folders import READY_MARKER, is_ready_folder
 
 RECIPE = "smollm2-v2"  # change it when the recipe below changes: the cache then rebuilds
 FIXTURE_PRESET = "smollm2-self-draft"  # models.yaml's entry for the GGUF this head drafts for
@@ -97,8 +97,8 @@ def _gguf_path() -> Path:
 def _build_into(work: Path, tokenizer_ir: Path, steps: int, log: Callable[[str], None]) -> None:
     import torch
 
-    from .fetchers import export_eagle3_head, export_with_optimum
-    from .presets import ExportSource
+    from demo.models.fetchers import export_eagle3_head, export_with_optimum
+    from demo.models.presets import ExportSource
 
     start = time.monotonic()
     torch.manual_seed(0)
@@ -212,7 +212,7 @@ def _training_data(model, tokenizer_ir: Path, log) -> dict:
 def _train_head(model, data: dict, steps: int, log):
     import torch
 
-    from .eagle3_train import Eagle3Head, HeadShape, init_from_main, train
+    from lab.eagle3_train import Eagle3Head, HeadShape, init_from_main, train
 
     c = model.config
     greedy = data["greedy"]
@@ -268,17 +268,17 @@ def _mark_ready(folder: Path, facts: dict) -> None:
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    from ..core.errors import run_command
-    from .sources import default_cache_dir
+    from demo.core.errors import run_command
+    from demo.models.sources import default_cache_dir
 
-    ap = argparse.ArgumentParser(prog="python -m demo.models.eagle3_fixture", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m lab.eagle3_fixture", description=__doc__.split("\n")[0])
     ap.add_argument("--cache-dir", type=Path, help="prepared-model cache (default: the demo's)")
     ap.add_argument("--steps", type=int, default=TRAIN_STEPS, help="training steps (default %(default)s)")
     args = ap.parse_args(argv)
 
     def body() -> int:
-        from .presets import load_presets
-        from .sources import ModelStore
+        from demo.models.presets import load_presets
+        from demo.models.sources import ModelStore
 
         log = lambda m: print(f"[{m}]", file=sys.stderr)  # noqa: E731
         store = ModelStore(args.cache_dir or default_cache_dir())

@@ -1,7 +1,7 @@
 """Does the web page slow generation down? Measure the same race through the page and
 through the engine directly, interleaved, on the same loaded pipelines.
 
-    python -m demo.app_overhead --preset smollm2-self-draft --repeat 5 --json overhead.json
+    python -m lab.app_overhead --preset smollm2-self-draft --repeat 5 --json overhead.json
 
 Both paths run in one process and share one Arena (so the very same compiled pipelines);
 runs alternate page / engine so a slow phase of the machine hits both. Prints and writes
@@ -18,13 +18,13 @@ import sys
 from pathlib import Path
 from typing import Optional
 
-from .core.errors import DemoError
+from demo.core.errors import DemoError
 
 PROMPT = "Write a Python function that checks whether a string is a palindrome, with a docstring."
 
 
 def _engine_once(arena, request) -> dict:
-    from .core.streaming import DoneEvent
+    from demo.core.streaming import DoneEvent
 
     results = {e.side: e.result for e in arena.run(request) if isinstance(e, DoneEvent)}
     s = arena.summarize(results, request)
@@ -39,7 +39,7 @@ def _page_once(client, preset: str, k: int, max_new_tokens: int) -> dict:
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m demo.app_overhead", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m lab.app_overhead", description=__doc__.split("\n")[0])
     ap.add_argument("--preset", default="smollm2-self-draft")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--max-new-tokens", type=int, default=128)
@@ -50,8 +50,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     import app as app_module
     from gradio_client import Client
 
-    from .core.settings import GenerationSettings
-    from .engine.arena import RaceRequest
+    from demo.core.settings import GenerationSettings
+    from demo.engine.arena import RaceRequest
 
     try:
         demo = app_module.make_demo(args.preset, cache_dir=args.cache_dir)

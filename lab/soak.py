@@ -1,7 +1,7 @@
 """Soak: many races in a row on one engine, some stopped early, watching for leaks.
 
-    python -m demo.soak --runs 200                       # the default preset
-    python -m demo.soak --runs 200 --preset smollm2-self-draft --max-new-tokens 32 --json soak.json
+    python -m lab.soak --runs 200                       # the default preset
+    python -m lab.soak --runs 200 --preset smollm2-self-draft --max-new-tokens 32 --json soak.json
 
 A booth kiosk or a Space serves strangers for days in one process, so what one race
 leaves behind adds up. This drives the engine's front door (demo.engine.arena) exactly as the
@@ -43,13 +43,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterator, Optional
 
-from .core import memory
-from .core.errors import DemoError, run_command
-from .core.metrics import side_stats
-from .core.settings import GenerationSettings
-from .core.streaming import BASELINE, SPECULATIVE, ChunkEvent, DoneEvent
-from .engine.arena import Arena, RaceRequest
-from .models.sources import default_cache_dir
+from demo.core import memory
+from demo.core.errors import DemoError, run_command
+from demo.core.metrics import side_stats
+from demo.core.settings import GenerationSettings
+from demo.core.streaming import BASELINE, SPECULATIVE, ChunkEvent, DoneEvent
+from demo.engine.arena import Arena, RaceRequest
+from demo.models.sources import default_cache_dir
 
 MB = 1 << 20
 # Threads the engine starts per run (demo.engine.race, demo.engine.arena); none may outlive its run.
@@ -205,7 +205,7 @@ def _soak(runs: int, preset: Optional[str], max_new_tokens: int, stop_every: int
     arena = Arena.create(models, cache_dir)
     preset_obj = arena.presets.get(preset)
     settings = GenerationSettings(max_new_tokens=max_new_tokens, assistant_tokens=preset_obj.assistant_tokens).validated()
-    from .core.bench_prompts import select
+    from demo.core.bench_prompts import select
 
     prompts = list(preset_obj.examples) + [p.text for p in select()]
     at_start = snapshot(arena)
@@ -253,7 +253,7 @@ def _soak(runs: int, preset: Optional[str], max_new_tokens: int, stop_every: int
         "no_scratch_left": new_scratch == [],
         "no_failed_runs": failed == [],
     }
-    from .core.machine import machine_info, versions
+    from demo.core.machine import machine_info, versions
 
     return {
         "soak_version": 1,
@@ -325,7 +325,7 @@ def format_report(r: dict) -> str:
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m demo.soak", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m lab.soak", description=__doc__.split("\n")[0])
     ap.add_argument("--runs", type=int, default=200, help="races to run after the warm-up (default 200)")
     ap.add_argument("--preset", help="preset name from models.yaml (default: the file's default)")
     ap.add_argument("--max-new-tokens", type=int, default=32, help="per side and race (default 32)")
