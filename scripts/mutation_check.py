@@ -492,9 +492,9 @@ MUTATIONS = [
     Mutation(
         "calibrate: the real pipeline's overhead is left out of the prediction",
         "the model would favour small K and fast-stepping formats again (K=1 at 0.77× the best on a Zen 4)",
-        "demo/calibrate/cost_model.py",
-        "        extra = max(0.0, overhead[0] + overhead[1] * k)",
-        "        extra = 0.0",
+        "demo/core/acceptance.py",
+        "else max(0.0, self.per_step_s + self.per_guess_s * k)",
+        "else 0.0",
         ("tests/test_calibrate.py::test_prediction_with_overhead_by_hand",),
     ),
     Mutation(
@@ -508,10 +508,11 @@ MUTATIONS = [
     Mutation(
         "calibrate: a K timed in the real pipeline is predicted from the line anyway",
         "K=1, whose real step sits 20 % below the line through K=2 and 6, would read 25 % slow again",
-        "demo/calibrate/cost_model.py",
-        "    if timed_extra and k in timed_extra:",
-        "    if False:",
-        ("tests/test_calibrate.py::test_prediction_with_overhead_by_hand",),
+        "demo/core/acceptance.py",
+        "        extra = timed[k] if k in timed else",
+        "        extra = timed[k] if False else",
+        ("tests/test_calibrate.py::test_prediction_with_overhead_by_hand",
+         "tests/test_acceptance.py::test_the_step_view_keeps_the_step_a_real_pipeline_measured_at_its_k"),
     ),
     Mutation(
         "calibrate: one paired sample at least as fast makes a tie with the fastest plain configuration",
@@ -524,9 +525,9 @@ MUTATIONS = [
     Mutation(
         "calibrate: a K timed in the real pipeline below the bare model's step is predicted at the bare step",
         "a launch whose bare costs read high would pass over the K it timed fastest (K=2 at 31.4 tok/s read as 26.6)",
-        "demo/calibrate/cost_model.py",
-        "        extra = timed_extra[k]",
-        "        extra = max(0.0, timed_extra[k])",
+        "demo/core/acceptance.py",
+        "        extra = timed[k] if k in timed else",
+        "        extra = max(0.0, timed[k]) if k in timed else",
         ("tests/test_calibrate.py::test_prediction_with_overhead_by_hand",
          "tests/test_calibrate.py::test_a_zen4_launch_whose_bare_costs_read_high_is_predicted_at_its_real_pipelines_steps"),
     ),
@@ -1216,6 +1217,23 @@ MUTATIONS = [
         "            if cancelled_at is None and now - last > allowed:",
         "            if False:",
         ("tests/test_child_side.py::test_a_side_that_stops_answering_ends_at_its_deadline_with_a_sentence_and_frees_the_machine",),
+    ),
+    Mutation(
+        "calibration: the timed K's own step dropped",
+        "a pair timed at K=2 is predicted there from the a + b·K line, not from what its real pipeline measured",
+        "demo/calibrate/calibration.py",
+        '            extra = {int(k): v for k, v in o["extra_s"].items()} if o else None',
+        "            extra = None",
+        ("tests/test_calibration_steps.py::test_a_timed_k_keeps_the_overhead_its_real_pipeline_measured",),
+    ),
+    Mutation(
+        "calibration: race contenders read against stateful rates",
+        "a main close to the fastest on paged attention is not timed with race threads when the stateful "
+        "backend ran faster with the whole machine",
+        "demo/calibrate/calibration.py",
+        '                paged = {f: r for f, r in found.plain["fair"]["rates"].items() if split_plain_key(f)[1] == "PA"}',
+        '                paged = dict(found.plain["fair"]["rates"])',
+        ("tests/test_calibration_steps.py::test_race_threads_time_every_main_close_to_the_fastest_on_paged_attention",),
     ),
 ]
 
