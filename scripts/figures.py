@@ -137,6 +137,22 @@ def launch(root: Path) -> str:
             "command: [docs/command-line.md](docs/command-line.md).\n")
 
 
+def plain_words(headline: dict) -> str:
+    """The plain OpenVINO configurations a headline raced, in words: 'int4_channel and int4_sym, each on
+    paged attention and SDPA'."""
+    configs = [label.split("main ", 1)[1].split(" alone")[0] for engine, label in headline["labels"].items()
+               if engine.startswith(("baseline", "plain_"))]
+    formats = list(dict.fromkeys(configs))
+    return f"{' and '.join(formats)}, each on paged attention and SDPA"
+
+
+def headline_command(name: str, data: dict) -> str:
+    """The command that measured a fair headline record (its extra plain configurations from its engines)."""
+    plains = [e.removeprefix("plain_").rsplit("_", 1) for e in data["labels"] if e.startswith("plain_")]
+    flags = "".join(f" --plain {fmt}@{attention}" for fmt, attention in plains)
+    return f"python scripts/headline.py --rounds {data['rounds']}{flags} --json bench-results/{name}"
+
+
 def per_cpu(root: Path) -> str:
     lines = []
     for fair_name, race_name in HEADLINES.values():
@@ -148,8 +164,8 @@ def per_cpu(root: Path) -> str:
         text = (f"On a 2-core {cpu_class(fair['machine'])} ({date_of(fair_name)}, held-out prompts "
                 f"{', '.join(prompts)}, {fair['rounds']} rounds, every configuration interleaved) the calibrated "
                 f"speculative side decodes at **{s['speculative']['decode_tok_s']['median']:.1f} tok/s** in fair mode "
-                f"against {baseline:.1f} for the fastest main alone, the baseline the page races it against: "
-                f"**{times(c['speculative_vs_fastest_plain_openvino']['ratio'])}**, paired")
+                f"against {baseline:.1f} for the fastest main alone in each sample (of {plain_words(fair)}, the page's "
+                f"baseline among them): **{times(c['speculative_vs_fastest_plain_openvino']['ratio'])}**, paired")
         if "speculative_vs_llama_cpp" in c:
             reads = fair["weights_bytes_per_token"]
             built = fair.get("llama_cpp", {})
@@ -159,8 +175,8 @@ def per_cpu(root: Path) -> str:
                      f"kernels, reading the original GGUF's {reads['llama.cpp']['main'] / 1e9:.2f} GB a token where "
                      f"the baseline reads {reads['baseline']['main'] / 1e9:.2f} GB)")
         r = race["summary"]
-        text += (f". In race mode (both at once, the page's default) the page read "
-                 f"**{times(r['speedup'])}** over {r['speedup']['n']} races "
+        text += (f". In race mode (both at once, the page's default; the baseline there is "
+                 f"{race['labels']['baseline']}) the page read **{times(r['speedup'])}** over {r['speedup']['n']} races "
                  f"({r['speculative']['tok_s']['median']:.1f} vs {r['baseline']['tok_s']['median']:.1f} tok/s, "
                  f"the prefill included). Records: `bench-results/{fair_name}`, `bench-results/{race_name}`.")
         lines.append(text)
@@ -213,13 +229,18 @@ def benchmarks_headlines(root: Path) -> str:
         out.append(
             f"### {cpu_class(fair['machine'])} ({date_of(fair_name)})\n\n{flags_line(fair['machine'])}. Prompts "
             f"{', '.join(prompts)}, {fair['rounds']} rounds, {fair['max_new_tokens']} new tokens at most.\n\n"
-            f"**Fair mode** (`python scripts/headline.py --json bench-results/{fair_name}`; "
+            f"**Fair mode** (`{headline_command(fair_name, fair)}`; "
             f"{s['speculative_vs_fastest_plain_openvino']['ratio']['n']} paired samples):\n\n" + "\n".join(rows) + "\n\n"
-            f"**Race mode** (`python scripts/race_headline.py --json bench-results/{race_name}`; {r['speedup']['n']} "
+            f"**Race mode** (`python scripts/race_headline.py --rounds {race['rounds']} --json bench-results/{race_name}`; "
+            f"{r['speedup']['n']} "
             f"races): the page's speedup **{times(r['speedup'])}** (tokens over wall-clock seconds, the prefill "
             f"included; {r['speculative']['tok_s']['median']:.1f} against {r['baseline']['tok_s']['median']:.1f} tok/s), "
             f"the decode rates alone {times(r['decode_ratio'])}; outputs identical in {same} of {len(race['samples'])} "
-            f"races. Speculative side: {race['labels']['speculative']}; baseline: {race['labels']['baseline']}.")
+            f"races (where two tokens are nearly tied, a multi-token verify step can round to the other one; exact "
+            f"mode keeps greedy answers identical: [docs/fairness.md](docs/fairness.md#exact-mode)). Speculative "
+            f"side: {race['labels']['speculative']}; baseline: {race['labels']['baseline']}."
+            + (f"\n\nllama.cpp: {fair['llama_cpp']['binding']} {fair['llama_cpp']['version']} (a Python loop around "
+               f"llama.cpp's C kernels), built with `{fair['llama_cpp']['system_info']}`." if "llama_cpp" in fair else ""))
     return "\n\n".join(out)
 
 
