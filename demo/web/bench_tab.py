@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-import threading
 from typing import Optional
 
 import gradio as gr
@@ -12,8 +10,9 @@ from ..core.errors import DemoError
 from ..engine.backend import Backend
 from . import checks, load_section
 from .race_tab import MAX_ASSISTANT_TOKENS_UI
-from .startup_view import SPINNER, WARNING
-from .visitors import QueueDoor, VisitorIds, owner_of
+from .page_job import heavy_job, result_folder
+from .startup_view import WARNING
+from .visitors import QueueDoor, VisitorIds
 
 KEEP_BENCH_RESULTS = 4  # benchmark result folders (JSON + plot) on disk at once; older ones are deleted
 
@@ -63,7 +62,6 @@ def build(arena: Backend, choices: list, default_preset: str, door: Optional[Que
     """Run the benchmark sweep (demo.bench) from the page and show its table and plot."""
     door = door or QueueDoor(VisitorIds(), arena.admission)
     import html
-    import queue
 
     from ..bench import benchmark as bench
     from .files import Downloads
@@ -111,48 +109,12 @@ def build(arena: Backend, choices: list, default_preset: str, door: Optional[Que
             plan = bench_plan(arena, *values)
         except DemoError as e:
             raise gr.Error(str(e), print_exception=False)
-        stop_flag = threading.Event()
-        updates: "queue.Queue" = queue.Queue()
-        outcome: dict = {}
-
-        def work():
-            try:
-                ticket = arena.admission.enter("a benchmark", stop_flag, lambda m: updates.put(m))
-            except DemoError as e:
-                outcome["error"] = str(e)
-                updates.put(None)
-                return
-            try:
-                outcome["result"] = bench.run_bench(
-                    plan["preset"], modes=plan["modes"], assistant_tokens=plan["ks"], prompt_lookup=plan["lookup"],
-                    repeat=plan["repeats"], prompt_classes=plan["classes"], max_new_tokens=plan["max_tokens"],
-                    limit_prompts=plan["prompts"], arena=arena, stop=stop_flag,
-                    progress=lambda done, total, msg: updates.put(f"{done}/{total} runs: {msg}"),
-                )
-            except DemoError as e:
-                outcome["error"] = str(e)
-            finally:
-                ticket.release()
-                updates.put(None)
-
-        with contextlib.ExitStack() as held:
-            try:  # one job per visitor (Admission.claim), until this handler ends
-                held.enter_context(arena.admission.visiting("a benchmark", door.ids.keys(http)))
-            except DemoError as e:
-                raise gr.Error(str(e), print_exception=False)
-            threading.Thread(target=work, name="page-bench", daemon=True).start()
-            try:
-                while (message := updates.get()) is not None:
-                    yield f"<p class='bench-progress'>{SPINNER} {html.escape(message)}</p>", None, None
-            finally:
-                stop_flag.set()  # Stop pressed or tab closed: the sweep ends after the run in flight
-        if "error" in outcome:
-            raise gr.Error(outcome["error"], print_exception=False)
-        result = outcome["result"]
-        try:
-            out = results.new_folder(owner_of(door.ids.keys(http)))
-        except DemoError as e:
-            raise gr.Error(str(e), print_exception=False)
+        result = yield from heavy_job(arena, door, http, "a benchmark", lambda stop, say: bench.run_bench(
+            plan["preset"], modes=plan["modes"], assistant_tokens=plan["ks"], prompt_lookup=plan["lookup"],
+            repeat=plan["repeats"], prompt_classes=plan["classes"], max_new_tokens=plan["max_tokens"],
+            limit_prompts=plan["prompts"], arena=arena, stop=stop,
+            progress=lambda done, total, msg: say(f"{done}/{total} runs: {msg}")), "page-bench")
+        out = result_folder(results, door, http)
         bench.write_json(result, out / "bench.json")
         bench.write_plot(result, out / "bench.png")
         yield (f"<pre class='bench-table'>{html.escape(bench.format_table(result))}</pre>",

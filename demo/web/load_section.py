@@ -3,8 +3,6 @@ in the admission slot like the sweep. It reports throughput, never a race's spee
 
 from __future__ import annotations
 
-import contextlib
-import threading
 from typing import Optional
 
 import gradio as gr
@@ -12,8 +10,9 @@ import gradio as gr
 from ..core.errors import DemoError
 from ..engine.backend import Backend
 from . import checks
-from .startup_view import SPINNER, WARNING
-from .visitors import QueueDoor, VisitorIds, owner_of
+from .page_job import heavy_job, result_folder
+from .startup_view import WARNING
+from .visitors import QueueDoor, VisitorIds
 
 LOAD_CHOICES = (1, 2, 4, 8)
 MAX_LOAD_REQUESTS = 90       # requests in all (both sides, every round): anyone who can load the page can start one
@@ -45,7 +44,6 @@ def load_plan(arena: Backend, preset_name, ns, rounds, max_tokens) -> dict:
 
 def build(arena: Backend, choices: list, default_preset: str, door: Optional[QueueDoor] = None) -> None:
     import html
-    import queue
 
     from ..bench.load import run_load
     from ..bench.load_report import format_load_table, write_load_json, write_load_plot
@@ -91,49 +89,17 @@ def build(arena: Backend, choices: list, default_preset: str, door: Optional[Que
             plan = load_plan(arena, *values)
         except DemoError as e:
             raise gr.Error(str(e), print_exception=False)
-        stop_flag = threading.Event()
-        updates: "queue.Queue" = queue.Queue()
-        outcome: dict = {}
 
-        def work():
-            try:
-                ticket = arena.admission.enter("a load benchmark", stop_flag, lambda m: updates.put(m))
-            except DemoError as e:
-                outcome["error"] = str(e)
-                updates.put(None)
-                return
-            try:
-                clear = getattr(arena.cache, "clear", None)
-                if clear is not None:  # the race's pipelines make room for the two batched ones
-                    clear()
-                outcome["result"] = run_load(
-                    plan["preset"], concurrency=plan["ns"], rounds=plan["rounds"], max_new_tokens=plan["max_tokens"],
-                    arena=arena, stop=stop_flag,
-                    progress=lambda done, total, msg: updates.put(f"{done}/{total}: {msg}"))
-            except DemoError as e:
-                outcome["error"] = str(e)
-            finally:
-                ticket.release()
-                updates.put(None)
+        def job(stop, say):
+            clear = getattr(arena.cache, "clear", None)
+            if clear is not None:  # the race's pipelines make room for the two batched ones
+                clear()
+            return run_load(plan["preset"], concurrency=plan["ns"], rounds=plan["rounds"],
+                            max_new_tokens=plan["max_tokens"], arena=arena, stop=stop,
+                            progress=lambda done, total, msg: say(f"{done}/{total}: {msg}"))
 
-        with contextlib.ExitStack() as held:
-            try:  # one job per visitor (Admission.claim, taken at the queue's door), until this handler ends
-                held.enter_context(arena.admission.visiting("a load benchmark", door.ids.keys(http)))
-            except DemoError as e:
-                raise gr.Error(str(e), print_exception=False)
-            threading.Thread(target=work, name="page-load-bench", daemon=True).start()
-            try:
-                while (message := updates.get()) is not None:
-                    yield f"<p class='bench-progress'>{SPINNER} {html.escape(message)}</p>", None, None
-            finally:
-                stop_flag.set()  # Stop pressed or tab closed: the batch in flight is cut short
-        if "error" in outcome:
-            raise gr.Error(outcome["error"], print_exception=False)
-        result = outcome["result"]
-        try:
-            out = results.new_folder(owner_of(door.ids.keys(http)))
-        except DemoError as e:
-            raise gr.Error(str(e), print_exception=False)
+        result = yield from heavy_job(arena, door, http, "a load benchmark", job, "page-load-bench")
+        out = result_folder(results, door, http)
         write_load_json(result, out / "load.json")
         write_load_plot(result, out / "load.png")
         yield (f"<pre class='bench-table' data-crossover='{result['crossover'] or ''}'>"

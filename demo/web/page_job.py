@@ -1,0 +1,70 @@
+"""A heavy job started from the page (the benchmark sweep, the load benchmark): one per visitor,
+run in the admission slot on a thread of its own while its progress streams to the page, and
+stopped by Stop or a closed tab. The skeleton both Benchmark-tab jobs share."""
+
+from __future__ import annotations
+
+import contextlib
+import html
+import queue
+import threading
+from pathlib import Path
+from typing import Callable, Iterator
+
+import gradio as gr
+
+from ..core.errors import DemoError
+from ..engine.backend import Backend
+from .files import Downloads
+from .startup_view import SPINNER
+from .visitors import QueueDoor, owner_of
+
+Say = Callable[[str], None]
+
+
+def heavy_job(arena: Backend, door: QueueDoor, http: gr.Request, what: str,
+              job: Callable[[threading.Event, Say], object], thread_name: str) -> Iterator[tuple]:
+    """Run `job(stop, say)` in the admission slot for this visitor, yielding (progress HTML, None,
+    None) for a tab whose outputs are (table, plot, file) while it runs; returns what it returned.
+    A DemoError, from waiting in line or from the job, becomes the page's one-sentence error."""
+    stop = threading.Event()
+    updates: "queue.Queue" = queue.Queue()
+    outcome: dict = {}
+
+    def work():
+        try:
+            ticket = arena.admission.enter(what, stop, updates.put)
+        except DemoError as e:
+            outcome["error"] = str(e)
+            updates.put(None)
+            return
+        try:
+            outcome["result"] = job(stop, updates.put)
+        except DemoError as e:
+            outcome["error"] = str(e)
+        finally:
+            ticket.release()
+            updates.put(None)
+
+    with contextlib.ExitStack() as held:
+        try:  # one job per visitor (Admission.claim, taken at the queue's door), until this handler ends
+            held.enter_context(arena.admission.visiting(what, door.ids.keys(http)))
+        except DemoError as e:
+            raise gr.Error(str(e), print_exception=False)
+        threading.Thread(target=work, name=thread_name, daemon=True).start()
+        try:
+            while (message := updates.get()) is not None:
+                yield f"<p class='bench-progress'>{SPINNER} {html.escape(message)}</p>", None, None
+        finally:
+            stop.set()  # Stop pressed or tab closed: the job ends after the run in flight
+    if "error" in outcome:
+        raise gr.Error(outcome["error"], print_exception=False)
+    return outcome["result"]
+
+
+def result_folder(results: Downloads, door: QueueDoor, http: gr.Request) -> Path:
+    """A new folder of this visitor's for a finished job's files (the oldest is deleted)."""
+    try:
+        return results.new_folder(owner_of(door.ids.keys(http)))
+    except DemoError as e:
+        raise gr.Error(str(e), print_exception=False)
