@@ -546,3 +546,12 @@ def test_the_cluster_page_also_gives_each_visitor_one_race(remote):
     next(again)
     again.close()
     assert len(handle.requests) == 3
+
+
+def test_a_request_with_a_mode_that_is_neither_race_nor_fair_is_one_sentence():
+    # The one check of a mode (RaceRequest): a request from the cluster, the API or a script cannot
+    # reach the engine with another mode, which would otherwise be read as race in one place and
+    # fair in another.
+    with pytest.raises(DemoError, match=r"^The mode 'sprint' is neither race nor fair; choose one of the two\.$"):
+        RaceRequest(prompt="x", mode="sprint")
+    assert RaceRequest(prompt="x", mode="fair").mode == "fair"

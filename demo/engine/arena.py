@@ -151,7 +151,7 @@ class Arena:
         calibration = load_cached(self.store, preset)
         if calibration is None:
             return wanted
-        mode = "fair" if request.mode == "fair" else "race"
+        mode = request.mode
         choice = calibration.choice.get("fair") if mode == "fair" else None
         for role, spec in (("main", preset.main), ("draft", preset.draft)):
             if wanted[f"{role}_format"] is None and getattr(spec, "format", None) == "auto" and choice:
@@ -342,7 +342,7 @@ class Arena:
             # Not a fault of speculation: the baseline ran other weights (weights_note).
             comparison = replace(comparison, verdict=f"{comparison.verdict}; the two sides read different main "
                                                      f"weights ({pair.baseline_format} and {pair.main_format})")
-        mode = "race" if request.mode == "race" else "fair"
+        mode = request.mode
         return Summary.of(comparison, how=self._how(request),
                           weights=weights_note(pair, mode) if pair is not None and pair.baseline is not None else None,
                           errors={side: r.error for side, r in results.items() if r.error},
@@ -361,7 +361,7 @@ class Arena:
         options = self.options_for(request)
         attention = "SDPA" if placement.baseline_stateful(options, request.settings.method) else "PA"
         return baseline_caveat(load_cached(self.store, preset) if calibratable else None, pair,
-                               "race" if request.mode == "race" else "fair", attention, exact=request.options.exact,
+                               request.mode, attention, exact=request.options.exact,
                                named=request.main_format is not None, calibratable=calibratable)
 
     def _how(self, request: RaceRequest) -> str:
@@ -389,6 +389,6 @@ class Arena:
         under_load = {"under_load": record.sentence()} if record is not None else {}
         if result is None or pair is None:
             return under_load or None
-        return {**calibration_words(result, pair, "race" if request.mode == "race" else "fair",
+        return {**calibration_words(result, pair, request.mode,
                                     request.settings.assistant_tokens), **under_load}
 

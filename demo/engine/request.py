@@ -32,6 +32,11 @@ class RaceRequest:
     main_format: Optional[str] = None
     draft_format: Optional[str] = None
 
+    def __post_init__(self):
+        # The one place a mode is checked: everything downstream reads request.mode as it is.
+        if self.mode not in ("race", "fair"):
+            raise DemoError(f"The mode {self.mode!r} is neither race nor fair; choose one of the two.")
+
 
 @dataclass(frozen=True)
 class Summary:

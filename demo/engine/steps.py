@@ -256,6 +256,6 @@ def step_costs_for(arena, request) -> Optional[StepCosts]:
     pair = arena.prepared(request)
     if pair is None or request.settings.method != "draft":
         return None
-    mode = "race" if request.mode == "race" else "fair"
+    mode = request.mode
     return step_costs(load_cached(arena.store, arena.presets.get(request.preset)), pair.main_format,
                       pair.draft_format, mode)
