@@ -11,7 +11,7 @@ from ..engine.backend import Backend
 from . import checks, load_section
 from .race_tab import MAX_ASSISTANT_TOKENS_UI
 from .page_job import heavy_job, result_folder
-from .startup_view import WARNING
+from .render import WARNING
 from .visitors import QueueDoor, VisitorIds
 
 KEEP_BENCH_RESULTS = 4  # benchmark result folders (JSON + plot) on disk at once; older ones are deleted

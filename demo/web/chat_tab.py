@@ -20,7 +20,7 @@ from ..engine import chat
 from ..engine.arena import RaceRequest
 from . import checks, render
 from .lanes import TITLES, Throttle
-from .startup_view import SPINNER, STOP
+from .render import SPINNER, STOP
 
 MAX_ASSISTANT_TOKENS = 16
 STOPPED = (f"{STOP} Stopped. What each side wrote so far stays in its own history; send the next message, or press "

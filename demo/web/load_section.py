@@ -11,7 +11,7 @@ from ..core.errors import DemoError
 from ..engine.backend import Backend
 from . import checks
 from .page_job import heavy_job, result_folder
-from .startup_view import WARNING
+from .render import WARNING
 from .visitors import QueueDoor, VisitorIds
 
 LOAD_CHOICES = (1, 2, 4, 8)

@@ -16,7 +16,7 @@ import gradio as gr
 from ..core.errors import DemoError
 from ..engine.backend import Backend
 from .files import Downloads
-from .startup_view import SPINNER
+from .render import SPINNER
 from .visitors import QueueDoor, owner_of
 
 Say = Callable[[str], None]

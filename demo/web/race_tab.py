@@ -21,7 +21,7 @@ from ..engine.arena import RaceRequest
 from ..engine.backend import Backend
 from . import checks, render, step_view
 from .lanes import LaneState, Shown, Throttle, retimed
-from .startup_view import PLAY, SPINNER
+from .render import PLAY, SPINNER
 
 
 class RaceView:

@@ -24,7 +24,7 @@ from ..records import playback, recording
 from ..records.recording import RecordingError
 from . import render, step_view
 from .lanes import TITLES, LanePanels, LanesView, replay_into
-from .startup_view import PLAY
+from .render import PLAY
 
 # Replays only sleep between steps, each bounded by recording.MAX_SECONDS; they have a lane of
 # their own ("replay"): this many at once, and at most demo.web.visitors.LANE_WAITING["replay"]

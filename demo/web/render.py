@@ -19,6 +19,17 @@ BASELINE_COLOUR = "#999999"
 SPECULATIVE_COLOUR = "#0072B2"
 
 
+# The page's icons, drawn without a font (every tab uses them).
+# Busy: a ring that turns (CSS, so no font is involved).
+SPINNER = '<span class="spinner" aria-hidden="true"></span>'
+# Something is wrong or was skipped: a triangle drawn in SVG, the "!" in it from the page's own font.
+WARNING = ('<svg class="icon-warning" viewBox="0 0 16 16" width="16" height="16" aria-hidden="true">'
+           '<path d="M8 1 L15 14 L1 14 Z" fill="#E69F00"/><rect x="7.2" y="5" width="1.6" height="5" fill="#000"/>'
+           '<rect x="7.2" y="11" width="1.6" height="1.6" fill="#000"/></svg>')
+STOP = '<span class="icon-stop" aria-hidden="true"></span>'
+PLAY = '<span class="icon-play" aria-hidden="true"></span>'
+
+
 def esc(value) -> str:
     """Model output and anything else from outside, safe inside HTML text and attributes."""
     return html.escape(str(value), quote=True)

@@ -21,8 +21,7 @@ from ..records.scoreboard import DEFAULT_MAX_NEW_TOKENS, VISITOR, ScoreboardErro
 from ..core.errors import DemoError
 from ..core.settings import METHOD_NAMES
 from .files import Downloads
-from .render import esc
-from .startup_view import WARNING
+from .render import WARNING, esc
 from .style import LOOKUP_COLOUR
 from .visitors import VisitorIds, owner_of
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 import re
 from typing import Optional, Sequence
 
-from .render import esc as _esc
+from .render import SPINNER, WARNING
+from .render import esc as _esc  # this module's esc also takes out paths
 
 # An absolute path of this machine (a cache folder, a model file): never shown to visitors.
 _PATH = re.compile(r"(?<![\w.:/~])~?/(?:[^\s/'\"()\[\],;]+/)*[^\s/'\"()\[\],;]*[^\s/'\"()\[\],;.]")
@@ -26,15 +27,6 @@ def no_paths(text: str) -> str:
 def esc(value) -> str:
     """Escaped for HTML, and without this machine's paths: every visitor reads this line (the terminal has them)."""
     return _esc(no_paths(str(value)))
-
-# Busy: a ring that turns (CSS, so no font is involved).
-SPINNER = '<span class="spinner" aria-hidden="true"></span>'
-# Something is wrong or was skipped: a triangle drawn in SVG, the "!" in it from the page's own font.
-WARNING = ('<svg class="icon-warning" viewBox="0 0 16 16" width="16" height="16" aria-hidden="true">'
-           '<path d="M8 1 L15 14 L1 14 Z" fill="#E69F00"/><rect x="7.2" y="5" width="1.6" height="5" fill="#000"/>'
-           '<rect x="7.2" y="11" width="1.6" height="1.6" fill="#000"/></svg>')
-STOP = '<span class="icon-stop" aria-hidden="true"></span>'
-PLAY = '<span class="icon-play" aria-hidden="true"></span>'
 
 READY = "Ready. Type a prompt and press <b>Run</b>."
 

@@ -16,7 +16,7 @@ from ..core.errors import DemoError
 from ..core.streaming import SIDES, SPECULATIVE
 from . import render
 from .lanes import Throttle
-from .startup_view import SPINNER
+from .render import SPINNER
 
 # Its CSS is in demo.web.style (STEP_VIEW_CSS), which the app passes to Gradio with the page's.
 

@@ -20,7 +20,7 @@ from ..engine import three_way
 from ..engine.arena import RaceRequest
 from . import checks
 from .lanes import LanePanels, LanesView, Throttle, replay_into
-from .startup_view import PLAY, SPINNER
+from .render import PLAY, SPINNER
 from .visitors import QueueDoor, VisitorIds
 
 MAX_NEW_TOKENS = 512     # three runs one after the other: keep a visitor's wait bounded
