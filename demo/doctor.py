@@ -6,7 +6,7 @@
 Each format × thread count of the main and draft models is compiled and run (a 100-token
 prefill, then a few decoding steps) in a child process, so a crash in OpenVINO's native code
 (SIGFPE, SIGSEGV) or a hang is reported here instead of taking anything down. The results
-go to this machine's safety record (demo.engine.safety), which the app and calibration read: a
+go to this machine's safety record (demo.engine.native_guard), which the app and calibration read: a
 configuration that crashes is never used. Formats not prepared yet are listed as such
 unless --prepare converts them first (minutes each).
 """
@@ -20,7 +20,7 @@ from typing import Optional
 
 from .calibrate.doctor import diagnose, table, thread_counts
 from .core.errors import run_command
-from .engine.safety import CRASHES
+from .engine.native_guard import CRASHES
 
 
 def main(argv: Optional[list[str]] = None) -> int:

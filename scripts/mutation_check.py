@@ -922,7 +922,7 @@ MUTATIONS = [
     Mutation(
         "safety: an unproven configuration counts as usable",
         "the guard fails open: a Python error in the smoke test, or a record it could not write, and the app compiles it anyway",
-        "demo/engine/safety.py",
+        "demo/engine/native_guard.py",
         '        return self._failures.get(config.key) or f"{config.describe()} was not proven to run on this CPU"',
         "        return None",
         ("tests/test_stop_and_guard.py::test_a_python_error_in_the_smoke_test_leaves_the_configuration_unproven",),

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from demo.calibrate import stages as calibration_stages
 from demo.calibrate.stages import measure_overhead  # noqa: F401  (stages run from here)
-from demo.engine import safety
+from demo.engine import native_guard
 from demo.engine.stateful import StatefulModel
 
 
@@ -33,7 +33,7 @@ class CrashingModel(StatefulModel):
 
 def smoke_test(args, send):
     _crash_if_chosen(args["folder"], args["threads"])
-    return safety.smoke_test(args, send)
+    return native_guard.smoke_test(args, send)
 
 
 def _with_crashes(stage):

@@ -146,7 +146,7 @@ def test_formats_alone_are_timed_interleaved_and_their_quality_read(presets, ses
     """Two stages, in this process: every format's real baseline pipeline in turn, the same
     number of runs each; int8's greedy choices against the original GGUF's."""
     from demo.calibrate import stages
-    from demo.engine.safety import NativeConfig
+    from demo.engine.native_guard import NativeConfig
 
     spec = presets.get("smollm2-self-draft").main
     folders = {f: str(session_store.prepare(spec, weight_format=f).path) for f in ("gguf", "int8")}
@@ -254,7 +254,7 @@ def test_the_main_alone_is_timed_on_the_stateful_backend_too_and_answers_as_the_
     from demo.core.settings import GenerationSettings, PipelineOptions
     from demo.core.streaming import BASELINE
     from demo.engine.pipelines import PairKey, build_side
-    from demo.engine.safety import NativeConfig
+    from demo.engine.native_guard import NativeConfig
     from demo.engine.stateful import StatefulModel
 
     folder = str(session_store.prepare(presets.get("smollm2-self-draft").main, weight_format="gguf").path)

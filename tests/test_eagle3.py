@@ -197,9 +197,9 @@ def test_the_guard_proves_a_head_beside_its_main_and_sees_it_accept(eagle3_pair,
     head with its main in a child, drafting K=3 on a repetitive prompt; OpenVINO's own counts
     say it accepted guesses, and the verdict lets the pair be compiled here."""
     from demo.core.isolation import run
-    from demo.engine.safety import WORKS, NativeConfig, NativeGuard, SafetyRecord
+    from demo.engine.native_guard import WORKS, NativeConfig, NativeGuard, SafetyRecord
 
-    result = run("demo.engine.safety:smoke_test", {"folder": str(eagle3_pair.head), "threads": 1,
+    result = run("demo.engine.native_guard:smoke_test", {"folder": str(eagle3_pair.head), "threads": 1,
                                                    "main": str(eagle3_pair.main)}, what="the EAGLE-3 check")
     assert 0 < result["accepted"] <= result["drafted"] and result["largest_step"] > 1
     guard = NativeGuard(SafetyRecord(tmp_path, machine_key="test"))

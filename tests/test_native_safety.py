@@ -20,7 +20,7 @@ from demo.core import isolation
 from demo.core.errors import DemoError
 from demo.core.quiet_log import QuietLog
 from demo.engine import arena as arena_module, request as request_module
-from demo.engine.safety import CRASHES, NativeConfig, NativeGuard, SafetyRecord
+from demo.engine.native_guard import CRASHES, NativeConfig, NativeGuard, SafetyRecord
 from demo.models import calibration_store
 
 from .conftest import SMOLLM2, _free_port
@@ -35,7 +35,7 @@ def test_the_smoke_test_runs_paged_attention_with_multi_token_verify_steps(smoll
     """The guard proves the shapes the app's process runs: OpenVINO's own per-step token
     counts show steps of more than one token (a verify), which a one-token-a-step stateful
     check never runs."""
-    result = isolation.run("demo.engine.safety:smoke_test", {"folder": str(smollm2_ir), "threads": 1},
+    result = isolation.run("demo.engine.native_guard:smoke_test", {"folder": str(smollm2_ir), "threads": 1},
                            what="the smoke test", timeout_s=300)
     assert result["largest_step"] > 1
     assert result["ms_per_token"] > 0
@@ -46,11 +46,11 @@ def test_the_smoke_test_of_a_stateful_baseline_compiles_it_as_the_arena_does(smo
     child builds it with ATTENTION_BACKEND=SDPA and no scheduler, and it decodes a token a step."""
     import openvino_genai
 
-    from demo.engine import safety
+    from demo.engine import native_guard
 
     seen, real = [], openvino_genai.LLMPipeline
     monkeypatch.setattr(openvino_genai, "LLMPipeline", lambda *a, **kw: seen.append(kw) or real(*a, **kw))
-    result = safety.smoke_test({"folder": str(smollm2_ir), "threads": 1, "attention": "SDPA"}, lambda m: None)
+    result = native_guard.smoke_test({"folder": str(smollm2_ir), "threads": 1, "attention": "SDPA"}, lambda m: None)
     [kw] = seen
     assert kw.get("ATTENTION_BACKEND") == "SDPA" and "scheduler_config" not in kw and "prompt_lookup" not in kw
     assert result["largest_step"] == 1 and result["ms_per_token"] > 0

@@ -12,7 +12,7 @@ from demo.core.settings import GenerationSettings, PipelineOptions
 from demo.core.streaming import DoneEvent
 from demo.engine.arena import Arena, RaceRequest
 from demo.engine.pipelines import PipelineCache
-from demo.engine.safety import NativeConfig
+from demo.engine.native_guard import NativeConfig
 from demo.models import calibration_store
 
 from .calibrations import auto_fixture_presets, saved

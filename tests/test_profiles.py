@@ -139,7 +139,7 @@ def test_the_confirmation_times_the_two_configurations_in_turn_in_real_pipelines
     """On the fixture's real baseline pipelines: the profile's baseline and runner-up, each in
     CONFIRM_PAIRS samples, one pair per (round, prompt), nothing else timed."""
     from demo.calibrate.stages import StageRunner
-    from demo.engine.safety import SafetyRecord
+    from demo.engine.native_guard import SafetyRecord
 
     preset, store = fixture_pair
     monkeypatch.setattr(profile, "CONFIRM_NEW_TOKENS", 8)
@@ -236,7 +236,7 @@ def test_each_early_converted_format_is_proved_on_this_cpu_as_it_lands(session_s
     from demo.engine import startup
     from demo.engine.arena import Arena, RaceRequest
     from demo.engine.request import threads_for
-    from demo.engine.safety import NativeConfig
+    from demo.engine.native_guard import NativeConfig
 
     presets, store = fixture_as_default(tmp_path, session_store)
     preset = presets.get(presets.default)

@@ -17,7 +17,7 @@ from demo.core.streaming import BASELINE, SIDES, SPECULATIVE, DoneEvent, StartEv
 from demo.engine import arena as arena_module, safety, three_way
 from demo.engine.arena import Arena, RaceRequest
 from demo.engine.race import one_by_one, race
-from demo.engine.safety import CRASHES, WORKS, NativeConfig, NativeGuard, SafetyRecord
+from demo.engine.native_guard import CRASHES, WORKS, NativeConfig, NativeGuard, SafetyRecord
 
 from .fakes import FakeRunner
 from .test_recording import FakeCache, fake_arena

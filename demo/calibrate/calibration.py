@@ -110,7 +110,7 @@ def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMA
     from ..core.bench_prompts import CALIBRATION_SET, named
     from ..core.memory import budget_bytes
     from ..core.settings import race_threads
-    from ..engine.safety import SafetyRecord
+    from ..engine.native_guard import SafetyRecord
     from .stages import StageRunner
 
     check_calibratable(preset)

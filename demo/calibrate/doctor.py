@@ -3,7 +3,7 @@
 Each format × thread count of the main and draft models is compiled and run (a 100-token
 prefill, then a few decoding steps) in a child process, so a crash in OpenVINO's native code
 (SIGFPE, SIGSEGV) or a hang is reported here instead of taking anything down. The results
-go to this machine's safety record (demo.engine.safety), which the app and calibration read: a
+go to this machine's safety record (demo.engine.native_guard), which the app and calibration read: a
 configuration that crashes is never used. The command line is demo.doctor
 (`python -m demo.doctor`).
 """
@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Optional
 
 from ..core.errors import DemoError
-from ..engine.safety import CRASHES, TOO_SLOW, WORKS, NativeConfig, NativeGuard, SafetyRecord
+from ..engine.native_guard import CRASHES, TOO_SLOW, WORKS, NativeConfig, NativeGuard, SafetyRecord
 
 LABELS = {WORKS: "works", CRASHES: "crashes", TOO_SLOW: "too slow"}
 

@@ -140,7 +140,7 @@ class LaunchCalibrator:
                  slot: Callable[[str], ContextManager]) -> tuple[Optional[Calibration], Optional[Origin]]:
         """(the profile's calibration saved as this machine's, None) when the confirmation
         agrees; (None, the contradicting confirmation) when it does not, self.fallback saying why."""
-        from ..engine.safety import SafetyRecord
+        from ..engine.native_guard import SafetyRecord
         from ..models.calibration_store import fingerprint, stages_path
         from .stages import StageRunner
 

@@ -3,7 +3,7 @@
 A stage measures one thing (a draft format, a main format, a real pipeline's overhead in
 one mode, or converts one weight format). Run in a child, a native crash (demo.core.isolation
 says which are known) costs only that stage: the configuration the child announced last is
-recorded unusable for this machine (demo.engine.safety), the stage runs again without it,
+recorded unusable for this machine (demo.engine.native_guard), the stage runs again without it,
 and calibration goes on. Each finished stage is saved, so a restart
 resumes instead of measuring again; the app runs each stage in its own admission slot, so
 a visitor waits at most one stage, never the whole calibration.
@@ -22,7 +22,7 @@ from typing import Callable, ContextManager, Optional
 
 from ..core import isolation
 from ..core.errors import DemoError
-from ..engine.safety import CRASHES, WORKS, NativeConfig, SafetyRecord
+from ..engine.native_guard import CRASHES, WORKS, NativeConfig, SafetyRecord
 from . import cost_model, measure, plain
 from ..models.calibration_result import plain_key, split_plain_key
 from ..core.files import write_atomic

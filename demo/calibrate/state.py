@@ -129,7 +129,7 @@ def saved(s: Setup, found: Found, chosen: Chosen, *, started: float, busy_before
         "quality": found.quality,
         "min_agreement": MIN_AGREEMENT,
         "precision": found.precision,
-        # Configurations that crashed OpenVINO on this machine, skipped (demo.engine.safety),
+        # Configurations that crashed OpenVINO on this machine, skipped (demo.engine.native_guard),
         # and formats too far from the original weights.
         "skipped": s.stages.skipped(list(s.folders.values())) + found.too_far,
     })

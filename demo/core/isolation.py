@@ -6,7 +6,7 @@ every visitor's page and, at launch, crash-loops. A child runs such work instead
 (signal, exit, hang past a deadline) becomes a NativeCrash with one sentence, and the parent
 goes on.
 
-    result = run("demo.engine.safety:smoke_test", {"folder": "...", "threads": 1},
+    result = run("demo.engine.native_guard:smoke_test", {"folder": "...", "threads": 1},
                  what="running the f16 main with 1 thread", timeout_s=120)
 
 The child is a fresh `python -m demo.core.isolation` (not a fork of a process holding pipelines

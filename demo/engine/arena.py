@@ -28,7 +28,7 @@ from .admission import Admission, Cancelled, holding
 from .calibration_words import baseline_caveat, calibration_words
 from .race import HEARTBEAT_S, fair, race
 from .request import RaceRequest, Summary, how_it_ran, threads_for, validate_prompt, weights_note
-from .safety import NativeConfig, NativeGuard, SafetyRecord
+from .native_guard import NativeConfig, NativeGuard, SafetyRecord
 from .startup import Calibrator, StartupState, start_warmup
 from .waiting import status_stream, with_last_message
 
@@ -323,7 +323,7 @@ class Arena:
                 self._prepared.pop(key, None)
 
     def skipped_configurations(self) -> list[str]:
-        """Sentences for the configurations OpenVINO crashed on here (demo.engine.safety), for the page."""
+        """Sentences for the configurations OpenVINO crashed on here (demo.engine.native_guard), for the page."""
         return sorted({entry["detail"] for entry in self.guard.record.crashes().values()})
 
     def default_assistant_tokens(self, preset_name: Optional[str], mode: str = "race") -> int:

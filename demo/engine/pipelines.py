@@ -294,7 +294,7 @@ def check_head_matches(draft: Path, method: str) -> None:
 
 def native_configs(key: PairKey, sides: tuple) -> list:
     """The model × thread count configurations these sides of a pair compile on the CPU."""
-    from .safety import NativeConfig
+    from .native_guard import NativeConfig
 
     o, out, at = key.options, [], placement.cpu_precision(key.options)
     if placement.kind(o.main_device) == "CPU":  # the baseline may compile other weights (PairKey.main_of), or stateful

@@ -20,7 +20,7 @@ from ..models.calibration_result import Calibration, origin_words
 from ..models.calibration_store import load_cached
 from ..core import placement
 from .request import RaceRequest, threads_for
-from .safety import NativeConfig, NativeGuard  # noqa: F401  (NativeGuard: WarmupHost's annotation)
+from .native_guard import NativeConfig, NativeGuard  # noqa: F401  (NativeGuard: WarmupHost's annotation)
 from .startup_progress import RECORD_FILE, StartupState  # noqa: F401  (StartupState: the page polls it)
 
 if TYPE_CHECKING:  # annotations only
@@ -155,7 +155,7 @@ def _remember_durations(arena: WarmupHost, preset) -> None:
 
 def _check_early(arena: WarmupHost, request: RaceRequest, role: str, task: Callable[[str], None],
                  stop: threading.Event) -> None:
-    """Prove a model's native configuration (demo.engine.safety) as soon as its folder is on
+    """Prove a model's native configuration (demo.engine.native_guard) as soon as its folder is on
     disk, beside the other model's preparation: the load then finds the verdict, or waits for
     this check instead of starting its own after both models are ready."""
     preset = arena.presets.get(request.preset)

@@ -233,7 +233,7 @@ def for_race(arena, request, result, stop: threading.Event,
     try:
         options = arena.options_for(request).with_threads(None)  # the race's precision: the same guesses
         if placement.kind(options.draft_device) == "CPU":  # compiled in this process: proven in a child first
-            from .safety import NativeConfig
+            from .native_guard import NativeConfig
 
             arena.guard.require([NativeConfig(str(pair.draft), "draft", None, precision=placement.cpu_precision(options))],
                                 status, stop)

@@ -230,7 +230,7 @@ def build_demo(arena: Backend, bench_enabled: bool = True, booth: Optional[Booth
 
         def startup_status(k_shown=None, preset_shown=None):
             view = arena.startup.view()
-            # What OpenVINO crashed on here, and was skipped (demo.engine.safety), stays on the page.
+            # What OpenVINO crashed on here, and was skipped (demo.engine.native_guard), stays on the page.
             html = startup_view.startup_html(view, arena.skipped_configurations())
             # The page was built before this launch's calibration: once it is Ready, the K slider
             # shows the calibrated K, unless the visitor has moved it.

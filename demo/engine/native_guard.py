@@ -149,7 +149,7 @@ class SafetyRecord:
 class NativeGuard:
     """Proves a configuration in a child before this process compiles it (once per machine)."""
 
-    def __init__(self, record: SafetyRecord, target: str = "demo.engine.safety:smoke_test",
+    def __init__(self, record: SafetyRecord, target: str = "demo.engine.native_guard:smoke_test",
                  timeout_s: float = SMOKE_TIMEOUT_S, attempts: int = SMOKE_ATTEMPTS):
         self.record, self.target, self.timeout_s, self.attempts = record, target, timeout_s, attempts
         self._failures: dict[str, str] = {}  # key -> why this process could not prove it (not recorded)
