@@ -31,6 +31,7 @@ from typing import Callable
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from demo.calibrate.profile import CONFIRM_PAIRS  # noqa: E402
 from demo.core.bench_prompts import CALIBRATION_SET  # noqa: E402
 
 FREE_DRAFT_TARGET = 1.3  # the goal issue 56 set for free drafting on the mix of prompts (a target, not a result)
@@ -101,8 +102,8 @@ FREE_DRAFT = "free-draft-headline-zen4-2026-12-06-d.json"
 LAUNCH = {"first": [f"first-launch-zen4-2026-12-07-mains-first-{i}.json" for i in (1, 2, 3)],
           "no_profile": [f"first-launch-zen4-2026-12-07-no-profile-{i}.json" for i in (1, 2, 3)],
           "second": [f"second-launch-zen4-2026-12-07-warmup-after-page-{i}.json" for i in (1, 2, 3)]}
-# The current headline of each CPU class: fair mode (scripts/headline.py), race mode (scripts/race_headline.py).
 TEST_RUNS = {"clean": "test-suite-zen4-2026-12-07-clean-clone.json", "busy": "test-suite-zen4-2026-12-07-busy.json"}
+# The current headline of each CPU class: fair mode (scripts/headline.py), race mode (scripts/race_headline.py).
 HEADLINES = {"zen4": ("headline-zen4-2026-12-07-fair.json", "race-headline-zen4-2026-12-07.json")}
 
 
@@ -125,9 +126,9 @@ def launch(root: Path) -> str:
     return ("Then open http://127.0.0.1:7860. The first launch prepares the embedded pair from the installed PyPI "
             "packages (no network), checks that OpenVINO runs it on this CPU, and loads it: "
             f"the first race can start {span([r['first_token_s'] for r in runs['first']], unit=' s')} after the "
-            f"launch on an {where} ({date_of(LAUNCH['first'][0])}, three launches on an empty cache, a visitor pressing "
+            f"launch on an {where} ({date_of(LAUNCH['first'][0])}, {len(runs['first'])} launches on an empty cache, a visitor pressing "
             f"Run at once). On a CPU class the project has measured (its profile ships in `demo/calibrate/profiles/`) "
-            f"it converts only the formats that profile chose, confirms its baseline here in 8 paired samples, and "
+            f"it converts only the formats that profile chose, confirms its baseline here in {CONFIRM_PAIRS} paired samples, and "
             f"says Ready when the chosen pair is loaded ({span([r['ready_s'] for r in runs['first']], unit=' s')} "
             f"there); on another class it measures the machine once while visitors race "
             f"({span([r['ready_s'] for r in runs['no_profile']], unit=' s')} there with `--no-profiles`) and prints "
