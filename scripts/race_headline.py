@@ -77,11 +77,12 @@ def main() -> int:
                                settings=GenerationSettings(max_new_tokens=tokens, assistant_tokens=k))
 
         one_race(arena, request(prompts[0].text, 8))  # loads both sides and compiles their kernels
-        pair = arena.prepared(request("x"))
+        probe = request("x")  # what each side runs, as the page's summary says it
+        pair = arena.prepared(probe)
         configs = side_configs({"main": pair.main_format, "draft": pair.draft_format,
                                 "baseline": pair.baseline_main_format},
-                               arena.options_for(request("x")).with_threads(arena.threads_to_use(request("x"), pair)),
-                               request("x").settings.method, k)
+                               arena.options_for(probe).with_threads(arena.threads_to_use(probe, pair)),
+                               probe.settings.method, k)
         for side, words in configs.items():
             print(f"{side}: {words}", flush=True)
         samples = []
