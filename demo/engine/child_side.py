@@ -38,10 +38,11 @@ from ..core.settings import GenerationSettings, PipelineOptions
 from ..core.streaming import SIDES, Chunk, RunResult
 from .pipelines import PairKey, PromptChecks, build_side
 
-# How long a stopped side may take to answer before its child is killed: at least this, and
-# STOP_GRACE_STEPS of the side's own decoding steps (the 1.5B main: 30-160 ms a step on two
-# cores; a 7-8B one up to a second), so only a side still reading its prompt is killed and
-# has to be loaded again.
+# How long a side stopped while still reading its prompt (no token yet) may take to answer before
+# its child is killed: at least this, and STOP_GRACE_STEPS of the side's own decoding steps (the
+# 1.5B main: 30-160 ms a step on two cores; a 7-8B one up to a second). A side already decoding is
+# never killed for a Stop: it answers after its step, however busy the machine (its step deadline
+# still ends a hang).
 STOP_GRACE_S = 1.0
 STOP_GRACE_STEPS = 3.0
 # Deadlines for a child that stops answering (a hung native call, a machine swapping): the side
@@ -160,11 +161,16 @@ class ChildSide(PromptChecks):
             now = time.perf_counter()
             if cancelled_at is None and stop is not None and stop.is_set():
                 cancelled_at = self._cancel()
-            if cancelled_at is not None and now - cancelled_at > self._stop_grace():
+            if cancelled_at is not None and not chunks and now - cancelled_at > self._stop_grace():
                 self._kill()  # still in its prompt: the CPU is given back now, the next run reloads
                 return RunResult(self.side, start=started or now, end=now, chunks=chunks, cancelled=True)
-            if cancelled_at is None and now - last > allowed:
+            # A decoding side answers a Stop from its streamer, after the step in flight: on a busy
+            # machine that step may outlast the grace, and killing it would cost the next visitor a
+            # reload. It is ended only as any side is, when it misses its step deadline.
+            if now - last > allowed:
                 self._kill()
+                if cancelled_at is not None:  # stopped, then silent past its deadline: ended as stopped
+                    return RunResult(self.side, start=started or now, end=now, chunks=chunks, cancelled=True)
                 return RunResult(self.side, start=started or now, end=now, chunks=chunks,
                                  error=f"the {self.side} pipeline stopped answering ({now - last:.0f} s without a "
                                        f"token, {allowed:.0f} s allowed), so it was ended; the next run loads it again")
