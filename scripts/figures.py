@@ -102,7 +102,7 @@ FREE_DRAFT = "free-draft-headline-zen4-2026-12-06-d.json"
 LAUNCH = {"first": [f"first-launch-zen4-2026-12-07-mains-first-{i}.json" for i in (1, 2, 3)],
           "no_profile": [f"first-launch-zen4-2026-12-07-no-profile-{i}.json" for i in (1, 2, 3)],
           "second": [f"second-launch-zen4-2026-12-07-warmup-after-page-{i}.json" for i in (1, 2, 3)]}
-TEST_RUNS = {"clean": "test-suite-zen4-2026-12-07-clean-clone.json", "busy": "test-suite-zen4-2026-12-07-busy.json"}
+TEST_RUN = "test-suite-zen4-2026-12-07-clean-clone.json"  # scripts/time_suite.py on a clean clone
 # The current headline of each CPU class: fair mode (scripts/headline.py), race mode (scripts/race_headline.py).
 HEADLINES = {"zen4": ("headline-zen4-2026-12-07-fair.json", "race-headline-zen4-2026-12-07.json")}
 
@@ -185,13 +185,11 @@ def per_cpu(root: Path) -> str:
 
 
 def tests(root: Path) -> str:
-    runs = {kind: record(name, root) for kind, name in TEST_RUNS.items()}
-    clean, busy = runs["clean"], runs["busy"]
+    clean = record(TEST_RUN, root)
     return ("On a fresh Debian/Ubuntu machine with Python 3.11+ it installs what the tests need (a `.venv`, the "
             "requirements, the SmolLM2 fixture, Debian's Chromium) and runs the whole suite, one test file per core: "
             f"{clean['seconds'] / 60:.0f} minutes on a clean clone{' with the install' if clean['installed_first'] else ''} "
-            f"on a 2-core {cpu_class(clean['machine'])} ({date_of(TEST_RUNS['clean'])}: {clean['pytest']}), "
-            f"{busy['seconds'] / 60:.0f} with another CPU-bound job on one of the two cores ({busy['pytest']}); "
+            f"on a 2-core {cpu_class(clean['machine'])} ({date_of(TEST_RUN)}: {clean['pytest']}); "
             "`.ci/run` calls exactly this.\n")
 
 
