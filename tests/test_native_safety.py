@@ -54,7 +54,7 @@ def test_the_smoke_test_of_a_stateful_baseline_compiles_it_as_the_arena_does(smo
     [kw] = seen
     assert kw.get("ATTENTION_BACKEND") == "SDPA" and "scheduler_config" not in kw and "prompt_lookup" not in kw
     assert result["largest_step"] == 1 and result["ms_per_token"] > 0
-    config = safety.NativeConfig(str(smollm2_ir), "main", 1, attention="SDPA")
+    config = native_guard.NativeConfig(str(smollm2_ir), "main", 1, attention="SDPA")
     assert config.key.endswith("|SDPA") and "stateful backend" in config.describe()
 
 

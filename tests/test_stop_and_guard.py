@@ -14,7 +14,7 @@ import pytest
 from demo.core.errors import DemoError
 from demo.core.settings import GenerationSettings
 from demo.core.streaming import BASELINE, SIDES, SPECULATIVE, DoneEvent, StartEvent
-from demo.engine import arena as arena_module, safety, three_way
+from demo.engine import arena as arena_module, three_way
 from demo.engine.arena import Arena, RaceRequest
 from demo.engine.race import one_by_one, race
 from demo.engine.native_guard import CRASHES, WORKS, NativeConfig, NativeGuard, SafetyRecord

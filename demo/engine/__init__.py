@@ -16,6 +16,6 @@ StatusEvent, Summary), race's events and three_way; the rest is the engine's own
   waiting.py     status streams a cancel still reaches while a job waits in line
   three_way.py   baseline vs draft model vs prompt lookup
   steps.py       the step view: the draft's proposals rebuilt after a greedy race, checked against it
-  safety.py      what runs on this machine (model × threads): the record and the smoke test
+  native_guard.py  what runs on this machine (model × threads): the native-crash record and the smoke test
   stateful.py    one compiled stateful IR driven directly (calibration's timing, the smoke test)
 """

@@ -302,7 +302,7 @@ def native_configs(key: PairKey, sides: tuple) -> list:
         out += list(dict.fromkeys(NativeConfig(key.main_of(s), "main", o.threads, precision=at,
                                                attention="SDPA" if sdpa and s == BASELINE else "PA") for s in sides))
     if key.draft and SPECULATIVE in sides and placement.kind(o.draft_device) == "CPU":
-        # an EAGLE-3 head is proven beside its main (safety.NativeConfig)
+        # an EAGLE-3 head is proven beside its main (native_guard.NativeConfig)
         out.append(NativeConfig(key.draft, "draft", o.threads, main=key.main if key.method == "eagle3" else None,
                                 precision=at))
     return out
