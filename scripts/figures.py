@@ -154,13 +154,18 @@ def headline_command(name: str, data: dict) -> str:
     return f"python scripts/headline.py --rounds {data['rounds']}{flags} --json bench-results/{name}"
 
 
-def per_cpu(root: Path) -> str:
-    lines = []
+def headlines(root: Path):
+    """(fair record's name, race record's name, fair record, race record, held-out prompts) per CPU class."""
     for fair_name, race_name in HEADLINES.values():
         fair, race = record(fair_name, root), record(race_name, root)
-        prompts = held_out_prompts(fair, fair_name)
         held_out_prompts(race, race_name)
-        s, c = fair["summary"], fair["summary"]
+        yield fair_name, race_name, fair, race, held_out_prompts(fair, fair_name)
+
+
+def per_cpu(root: Path) -> str:
+    lines = []
+    for fair_name, race_name, fair, race, prompts in headlines(root):
+        s = c = fair["summary"]
         baseline = statistics.median(r[r["fastest"]] for r in fair["comparisons"]["speculative_vs_fastest_plain_openvino"])
         text = (f"On a 2-core {cpu_class(fair['machine'])} ({date_of(fair_name)}, held-out prompts "
                 f"{', '.join(prompts)}, {fair['rounds']} rounds, every configuration interleaved) the calibrated "
@@ -205,10 +210,7 @@ def ratio_cells(comparisons: dict, engine: str, against: tuple) -> list[str]:
 
 def benchmarks_headlines(root: Path) -> str:
     out = []
-    for fair_name, race_name in HEADLINES.values():
-        fair, race = record(fair_name, root), record(race_name, root)
-        prompts = held_out_prompts(fair, fair_name)
-        held_out_prompts(race, race_name)
+    for fair_name, race_name, fair, race, prompts in headlines(root):
         s = fair["summary"]
         rows = ["| configuration | reads a token | tok/s, median (range) | ÷ the fastest plain OpenVINO | ÷ llama.cpp |",
                 "|---|---|---|---|---|"]

@@ -41,12 +41,11 @@ from demo.core.machine import machine_info  # noqa: E402
 from demo.core.settings import GenerationSettings, cpu_cores  # noqa: E402
 from demo.core.streaming import BASELINE, SPECULATIVE  # noqa: E402
 from demo.engine import llamacpp  # noqa: E402
-from demo.engine.arena import Arena, RaceRequest  # noqa: E402
+from demo.engine.arena import RaceRequest  # noqa: E402
 from demo.engine.openvino_runner import template  # noqa: E402
-from demo.engine.pipelines import PairKey, PipelineCache, build_side  # noqa: E402
-from demo.models.calibration_store import load_cached  # noqa: E402
-from demo.models.presets import PypiSource, load_presets  # noqa: E402
-from demo.models.sources import ModelStore  # noqa: E402
+from demo.engine.pipelines import PairKey, build_side  # noqa: E402
+from demo.models.presets import PypiSource  # noqa: E402
+from lab.headlines import add_common_arguments, calibrated  # noqa: E402
 from lab.paired import against_fastest, decode_rate, paired, spread, token_times  # noqa: E402
 from lab.weights_read import gguf_bytes_per_token, ir_bytes_per_token, memory_read_gb_s  # noqa: E402
 
@@ -92,11 +91,7 @@ def extra_configurations(args, store, preset, options):
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--preset", default="qwen2.5-coder-embedded")
-    ap.add_argument("--prompts", type=int, default=len(HEADLINE_SET), choices=range(1, len(HEADLINE_SET) + 1),
-                    help=f"held-out code prompts per round (of {', '.join(HEADLINE_SET)}; never calibration's)")
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--max-new-tokens", type=int, default=128)
+    add_common_arguments(ap)
     ap.add_argument("--no-llamacpp", action="store_true", help="leave the llama.cpp reference out")
     ap.add_argument("--llamacpp-k", default="",
                     help="comma-separated K for llama.cpp's speculative rows (default: the calibrated K; 0: none)")
@@ -104,18 +99,10 @@ def main() -> int:
                     help="also race this speculative configuration (weight formats, K), e.g. int4_channel/int4_sym@2")
     ap.add_argument("--plain", action="append", default=[], metavar="FORMAT@ATTENTION",
                     help="also run this main format alone (PA or SDPA) among the plain configurations, e.g. int4_channel@SDPA")
-    ap.add_argument("--cache-dir", type=Path)
-    ap.add_argument("--json", type=Path)
     args = ap.parse_args()
 
     def body() -> int:
-        arena = Arena(load_presets(None), ModelStore(args.cache_dir), PipelineCache(max_pairs=1))
-        preset = arena.presets.get(args.preset)
-        calibration = load_cached(arena.store, preset)
-        if calibration is None or "fair" not in calibration.choice:
-            raise DemoError(f"This machine has no calibration of {preset.name}; run: python -m demo.calibrate "
-                            f"--preset {preset.name}")
-        k = calibration.choice["fair"].k
+        arena, preset, k = calibrated(args.preset, args.cache_dir, "fair")
         request = RaceRequest(prompt="x", preset=preset.name, mode="fair",
                               settings=GenerationSettings(max_new_tokens=args.max_new_tokens, assistant_tokens=k))
         runners = arena.runners(request, lambda m: print(f"[{m}]", flush=True))

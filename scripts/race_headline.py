@@ -29,11 +29,8 @@ from demo.core.machine import machine_info  # noqa: E402
 from demo.core.settings import GenerationSettings  # noqa: E402
 from demo.core.streaming import BASELINE, SPECULATIVE, DoneEvent  # noqa: E402
 from demo.engine.arena import Arena, RaceRequest  # noqa: E402
-from demo.engine.pipelines import PipelineCache  # noqa: E402
 from demo.engine.request import side_configs  # noqa: E402
-from demo.models.calibration_store import load_cached  # noqa: E402
-from demo.models.presets import load_presets  # noqa: E402
-from demo.models.sources import ModelStore  # noqa: E402
+from lab.headlines import add_common_arguments, calibrated  # noqa: E402
 from lab.paired import decode_rate, paired, spread, token_times  # noqa: E402
 
 
@@ -51,23 +48,11 @@ def one_race(arena: Arena, request: RaceRequest) -> dict:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--preset", default="qwen2.5-coder-embedded")
-    ap.add_argument("--prompts", type=int, default=len(HEADLINE_SET), choices=range(1, len(HEADLINE_SET) + 1),
-                    help=f"held-out code prompts per round (of {', '.join(HEADLINE_SET)}; never calibration's)")
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--max-new-tokens", type=int, default=128)
-    ap.add_argument("--cache-dir", type=Path)
-    ap.add_argument("--json", type=Path)
+    add_common_arguments(ap)
     args = ap.parse_args()
 
     def body() -> int:
-        arena = Arena(load_presets(None), ModelStore(args.cache_dir), PipelineCache(max_pairs=1))
-        preset = arena.presets.get(args.preset)
-        calibration = load_cached(arena.store, preset)
-        if calibration is None or "race" not in calibration.choice:
-            raise DemoError(f"This machine has no calibration of {preset.name}; run: python -m demo.calibrate "
-                            f"--preset {preset.name}")
-        k = calibration.choice["race"].k
+        arena, preset, k = calibrated(args.preset, args.cache_dir, "race")
         prompts = held_out(named(HEADLINE_SET[:args.prompts]))
         info = machine_info()
         print(f"CPU: {info.get('cpu_model')}; flags {' '.join(info.get('isa_flags', []))}", flush=True)
