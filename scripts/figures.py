@@ -194,7 +194,7 @@ def tests(root: Path) -> str:
     return ("On a fresh Debian/Ubuntu machine with Python 3.11+ it installs what the tests need (a `.venv`, the "
             "requirements, the SmolLM2 fixture, Debian's Chromium) and runs the whole suite, one test file per core: "
             f"{clean['seconds'] / 60:.0f} minutes on a clean clone{' with the install' if clean['installed_first'] else ''} "
-            f"on a 2-core {cpu_class(clean['machine'])} ({date_of(TEST_RUN)}: {clean['pytest']}); "
+            f"on a 2-core {cpu_class(clean['machine'])} ({date_of(TEST_RUN)}: {clean['pytest'].split(' in ')[0]}); "
             "`.ci/run` calls exactly this.\n")
 
 
