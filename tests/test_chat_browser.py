@@ -9,6 +9,7 @@ from demo.core.streaming import SIDES
 from demo.engine import chat
 
 from .booth_helpers import ARTIFACTS, browser_page, open_tab, require_browser, set_slider, wait_ready
+from .conftest import STOP_REACHES_ENGINE_S, steps_after_stop
 
 pytestmark = pytest.mark.browser
 require_browser()
@@ -111,11 +112,12 @@ def test_a_two_turn_chat_streams_both_panes_at_once_and_stop_freezes_both(page, 
             assert not second.result.cancelled, f"{side}: cancelled before any Stop"
         else:
             stopped_sides += 1
-            # Stop lands within a few steps: a count alone read 3 once on a loaded CI box (steps of
-            # 35 ms), so the steps after Stop are bounded by time as well as by number.
-            late = [t for t, c in second.chunks if t > stopped_at]
-            assert second.result.cancelled and len(late) <= 5 and (not late or late[-1] - stopped_at < 0.5), \
-                f"{side}: {len(late)} steps in the {late[-1] - stopped_at if late else 0:.2f} s after Stop"
+            # Stop lands within a step or two of the engine seeing it, judged by the engine's own
+            # chunk times (as in the other Stop tests): delivery to the page lags on a loaded CI box
+            # (a chunk made before Stop arrived 0.76 s after the click once), which decides nothing.
+            late = steps_after_stop(second)
+            assert second.result.cancelled and len(late) <= 2, f"{side}: {len(late)} steps after its engine saw Stop"
+            assert second.stop_set_at - stopped_at < STOP_REACHES_ENGINE_S, f"{side}: Stop raised no flag in time"
         # The second turn's prompt holds the first turn: the message and this side's own answer,
         # exactly as its pane showed it, in the model's chat template.
         (first,) = chat_runs(engine_runs, side, FIRST)
