@@ -28,6 +28,10 @@ def copy(tmp_path):
     """A copy of the documents beside the real records."""
     for doc in ("README.md", "BENCHMARKS.md"):
         shutil.copy(ROOT / doc, tmp_path / doc)
+    (tmp_path / "docs").mkdir()
+    for doc in (ROOT / "docs").glob("*.md"):
+        shutil.copy(doc, tmp_path / "docs" / doc.name)
+    (tmp_path / "docs" / "measurements").symlink_to(ROOT / "docs" / "measurements")
     (tmp_path / "bench-results").symlink_to(ROOT / "bench-results")
     return tmp_path
 
@@ -86,3 +90,26 @@ def test_each_record_s_class_is_the_one_its_file_is_named_for(figures):
     for name in names:
         machine = json.loads((ROOT / "bench-results" / name).read_text())["machine"]
         assert ("Zen 4" in figures.cpu_class(machine)) == ("zen4" in name), name
+
+
+def test_a_figure_in_docs_needs_its_dated_record(figures, copy):
+    """docs/ explain; a measured figure there stands only beside the dated record it comes from."""
+    speed = copy / "docs" / "speed.md"
+    speed.write_text(speed.read_text() + "\nOn a Zen 4 a verify of 6 tokens costs 1.4× one.\n")
+    assert any("speed.md" in p and "1.4×" in p for p in figures.problems(copy))
+    cited = "On a Zen 4 a verify of 6 tokens costs 1.4× one (`bench-results/verify-cost-zen4-2026-12-06.json`).\n"
+    speed.write_text(speed.read_text().rsplit("\nOn a Zen 4", 1)[0] + "\n" + cited)
+    assert not figures.problems(copy)
+    speed.write_text(speed.read_text().replace("verify-cost-zen4-2026-12-06", "verify-cost-zen4-2026-12-31"))
+    assert any("not there" in p for p in figures.problems(copy)), "a record that does not exist was accepted"
+
+
+def test_a_rule_the_docs_quote_follows_the_code(figures, monkeypatch):
+    """The thresholds docs/ state (tie margins, the quality floor) are read from the code's constants."""
+    from demo.calibrate import cost_model, measure
+
+    assert not figures.rule_problems()
+    monkeypatch.setattr(measure, "MIN_AGREEMENT", 0.85)
+    monkeypatch.setattr(cost_model, "TIE_MARGIN", 0.05)
+    found = figures.rule_problems()
+    assert any("MIN_AGREEMENT" in p for p in found) and any("TIE_MARGIN" in p for p in found)
