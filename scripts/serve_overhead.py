@@ -2,7 +2,7 @@
 and through the page on a one-node Ray Serve cluster (python -m demo.serve), interleaved in
 one script, plus the idle cost (PSS, CPU) of the cluster's processes.
 
-    python scripts/serve_overhead.py --rounds 4 --json bench-results/serve-overhead-smollm2.json
+    python scripts/serve_overhead.py --rounds 4 --json bench-results/serve-overhead-smollm2-DATE.json
 
 Both pages run on this machine at once but race one at a time, alternating which goes first.
 Each side of each backend runs with 1 OpenVINO thread (the in-process race splits 2 cores in
@@ -19,6 +19,7 @@ Needs `pip install -r requirements-serve.txt` and the SmolLM2 fixture.
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
 import platform
@@ -193,7 +194,7 @@ def main(argv=None) -> int:
     ap.add_argument("--k", type=int, default=4, help="assistant tokens")
     ap.add_argument("--idle-window", type=float, default=30.0, help="seconds over which idle CPU is averaged")
     ap.add_argument("--cache-dir", default=os.environ.get("SPECDEC_CACHE_DIR", str(REPO / ".cache-test")))
-    ap.add_argument("--json", type=Path, default=REPO / "bench-results" / "serve-overhead-smollm2.json")
+    ap.add_argument("--json", type=Path, default=REPO / "bench-results" / f"serve-overhead-smollm2-{datetime.date.today()}.json")
     args = ap.parse_args(argv)
 
     from gradio_client import Client

@@ -435,7 +435,7 @@ def test_every_bench_result_in_the_repository_still_loads():
 def test_a_file_that_is_not_a_bench_result_is_one_sentence(tmp_path):
     from demo.bench.result import load_result
 
-    calibration = Path(__file__).resolve().parent.parent / "bench-results" / "calibration-qwen.json"
+    calibration = Path(__file__).resolve().parent.parent / "bench-results" / "calibration-qwen-2026-11-30.json"
     broken = tmp_path / "broken.json"
     broken.write_text("{not json")
     for path in (calibration, broken, tmp_path / "missing.json"):

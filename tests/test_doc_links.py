@@ -117,6 +117,8 @@ def test_measurements_are_named_by_date_not_by_an_internal_counter():
     result files and the pages name the date and time of their runs."""
     counted = sorted(p.name for p in (ROOT / "bench-results").iterdir() if re.search(r"-s\d{2}(?=[-.])", p.name))
     assert counted == [], f"result files named by a counter: {counted[:5]}"
+    undated = sorted(p.name for p in (ROOT / "bench-results").iterdir() if not re.search(r"\d{4}-\d{2}-\d{2}", p.name))
+    assert undated == [], f"result files without the date of their run in the name: {undated[:5]}"
     found = [(page.name, n) for page in PAGES for n, line in enumerate(page.read_text().splitlines(), 1)
              if COUNTER.search(line)]
     assert found == [], f"a counter where a date belongs: {found[:5]}"

@@ -113,3 +113,4 @@ def test_a_rule_the_docs_quote_follows_the_code(figures, monkeypatch):
     monkeypatch.setattr(cost_model, "TIE_MARGIN", 0.05)
     found = figures.rule_problems()
     assert any("MIN_AGREEMENT" in p for p in found) and any("TIE_MARGIN" in p for p in found)
+
