@@ -1158,8 +1158,8 @@ MUTATIONS = [
         "numbers: the baseline falls back to the same format on paged attention",
         "a stateful pick that is not clearly faster is replaced by a paged configuration slower than another one",
         "demo/calibrate/cost_model.py",
-        "    fastest_paged = plain_choice(paged)\n",
-        "    fastest_paged = plain_choice({split_plain_key(pick['main_format'])[0]: paged.get(split_plain_key(pick['main_format'])[0]) or next(iter(paged.values()))})\n",
+        "    fastest_paged = plain_choice(paged, paired)\n",
+        "    fastest_paged = plain_choice({split_plain_key(pick['main_format'])[0]: paged.get(split_plain_key(pick['main_format'])[0]) or next(iter(paged.values()))}, paired)\n",
         ("tests/test_calibrate.py::test_the_stateful_backend_runs_the_baseline_only_when_clearly_faster_in_every_pair",),
     ),
     Mutation(
@@ -1177,6 +1177,14 @@ MUTATIONS = [
         "MIN_AGREEMENT = 0.90",
         "MIN_AGREEMENT = 0.50",
         ("tests/test_calibrate.py::test_a_main_format_that_agrees_with_the_original_on_70_percent_of_tokens_is_refused",),
+    ),
+    Mutation(
+        "numbers: samples timed one after another make ties as if they were paired",
+        "two formats timed at different moments of the drift tie, and the page races the slower one as the fastest",
+        "demo/calibrate/cost_model.py",
+        "    ties = [f for f in medians if f == best or (paired and ties_with(rates[f], rates[best]))]",
+        "    ties = [f for f in medians if f == best or ties_with(rates[f], rates[best])]",
+        ("tests/test_calibrate.py::test_plain_choice_ties_by_paired_samples",),
     ),
     Mutation(
         "numbers: a tie is twice as wide",

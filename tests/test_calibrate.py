@@ -108,7 +108,7 @@ def test_choice_is_the_fastest_fitting_candidate(result):
         fastest = max(c.speculative_tok_s for c in pool)
         assert choice.speculative_tok_s >= 0.97 * fastest
         near = [c for c in pool if c.speculative_tok_s >= 0.97 * fastest]
-        ties = cost_model.plain_choice(result.plain[mode].rates)["ties"]
+        ties = cost_model.plain_choice(result.plain[mode].rates, result.plain[mode].interleaved)["ties"]
         preferred = [c for c in near if c.main_format in ties] or near
         assert choice.speculative_tok_s == max(c.speculative_tok_s for c in preferred)
         assert 1 <= choice.k <= K_MAX
@@ -302,6 +302,10 @@ def test_the_stateful_backend_runs_the_baseline_only_when_clearly_faster_in_ever
     pick = cost_model.paged_unless_clearly_slower(cost_model.plain_choice(rates), rates)
     assert pick["main_format"] == "int4_sym" and pick["baseline_tok_s"] == 24.0
     assert pick["stateful_ratios"] == pytest.approx([30 / 24, 25 / 24])
+    # Not interleaved: one ratio, of the medians (34/30 clears the bar; pairs would mean nothing).
+    rates = {"int4_sym": [30.0, 25.0, 31.0], "int4_sym+SDPA": [34.0, 36.0, 29.0]}
+    pick = cost_model.paged_unless_clearly_slower(cost_model.plain_choice(rates, False), rates, paired=False)
+    assert pick["main_format"] == "int4_sym+SDPA" and pick["stateful_ratios"] == pytest.approx([34 / 30])
     paged = {"int4_sym": [30.0], "int8": [20.0]}  # no stateful timing: plain_choice's pick as it is
     assert cost_model.paged_unless_clearly_slower(cost_model.plain_choice(paged), paged) == cost_model.plain_choice(paged)
 
@@ -319,6 +323,8 @@ def test_plain_choice_ties_by_paired_samples():
                                                "ties": ["int4_channel+SDPA"]}
     # Within 3 % on the median paired ratio.
     assert cost_model.plain_choice({"a": [10.0, 10.0, 10.0], "d": [9.8, 9.75, 9.9]})["ties"] == ["a", "d"]
+    # Timed one after another, the same samples claim no tie: they met different moments of the drift.
+    assert cost_model.plain_choice({"a": [10.0, 10.0, 10.0], "d": [9.8, 9.75, 9.9]}, paired=False)["ties"] == ["a"]
     # The median, not the mean: one disturbed sample does not pick the format.
     assert cost_model.plain_choice({"a": [10.0, 10.0, 10.0], "e": [30.0, 9.0, 9.0]})["main_format"] == "a"
     assert cost_model.median([1.0, 3.0, 2.0, 10.0]) == 2.5
@@ -628,7 +634,8 @@ def test_fair_mode_runs_on_the_fair_choice_where_models_yaml_says_auto(presets, 
     assert arena.calibration_for(at_6) == {
         "predicted_speedup": 2.0 / 14.0, "formats": "main f16, draft int8; the baseline's main int4_sym",
         "fastest_alone": "int4_sym main alone, 14.0 tok/s after the first token, measured by calibration on this "
-                         "machine in fair mode (fair threads); these choices measured on this machine; not measured: int4_channel (one int4 scale a row: on some CPUs "
+                         "machine in fair mode (fair threads), the median of 3 samples paired with every other "
+                         "configuration's; these choices measured on this machine; not measured: int4_channel (one int4 scale a row: on some CPUs "
                          "faster alone, at a coarser fit; python -m demo.calibrate measures it)",
         "reference": "llama.cpp on this machine, no draft: 21.6 tok/s after the first token (the same GGUF and "
                      "prompts as the baseline, timed beside it by calibration, all cores)"}

@@ -261,13 +261,15 @@ def pick_plain(s: Setup, plain: Optional[dict], mode: str, timed_alone: list) ->
         raise DemoError(f"No main format of {s.preset.name!r} runs alone on this CPU with {mode} threads; "
                         "run python -m demo.doctor to see which configurations crash.")
     rates = {f: r for f, r in plain["rates"].items() if r}
-    pick = paged_unless_clearly_slower(plain_choice(rates), rates)
+    paired = plain.get("interleaved", True)  # timed one after another: no tie is claimed
+    pick = paged_unless_clearly_slower(plain_choice(rates, paired), rates, paired)
     if pick.get("stateful_ratios"):
         verdict = ("the baseline runs on it" if split_plain_key(pick["main_format"])[1] != "PA"
                    else "the baseline keeps paged attention")
         s.report(f"the main alone on the stateful backend (SDPA) ran "
                  f"{', '.join(f'{r:.2f}' for r in pick['stateful_ratios'])}× its rate on paged attention "
-                 f"(paired; {1 + STATEFUL_MARGIN:.2f}× needed in every pair): {verdict}")
+                 f"({'paired' if paired else 'medians, not interleaved'}; {1 + STATEFUL_MARGIN:.2f}× needed in every pair): "
+                 f"{verdict}")
     return pick
 
 

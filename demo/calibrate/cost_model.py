@@ -108,13 +108,15 @@ def ties_with(samples: Sequence[float], best: Sequence[float]) -> bool:
     return bool(ratios) and median(ratios) >= 1 - TIE_MARGIN
 
 
-def plain_choice(rates: dict) -> dict:
-    """The fastest main format without a draft, from interleaved real-pipeline samples
-    ({format: [tok/s per round and prompt]}): {"main_format", "baseline_tok_s" (its median),
-    "ties": formats that cannot be told from it, itself included}."""
+def plain_choice(rates: dict, paired: bool = True) -> dict:
+    """The fastest main format without a draft, from real-pipeline samples ({format: [tok/s per
+    round and prompt]}): {"main_format", "baseline_tok_s" (its median), "ties": formats that
+    cannot be told from it, itself included}. A tie is read from paired samples only: timed one
+    after another (`paired` False: the pipelines did not fit in memory together), the samples
+    of two formats met different moments of the machine's drift, and none ties with the fastest."""
     medians = {f: median(v) for f, v in rates.items() if v}
     best = max(medians, key=medians.get)
-    ties = [f for f in medians if f == best or ties_with(rates[f], rates[best])]
+    ties = [f for f in medians if f == best or (paired and ties_with(rates[f], rates[best]))]
     return {"main_format": best, "baseline_tok_s": medians[best], "ties": ties}
 
 
@@ -125,18 +127,20 @@ def plain_choice(rates: dict) -> dict:
 STATEFUL_MARGIN = 0.05
 
 
-def paged_unless_clearly_slower(pick: dict, rates: dict) -> dict:
+def paged_unless_clearly_slower(pick: dict, rates: dict, paired: bool = True) -> dict:
     """plain_choice's pick, unless it is a configuration on the stateful backend that did not
     beat the fastest configuration on paged attention by STATEFUL_MARGIN in every paired
     sample: then that paged configuration (the fastest of them, not the pick's own format on
     paged attention, which may be slower than another format there), counted among the ties.
-    "stateful_ratios": the pairs read."""
+    "stateful_ratios": the pairs read; samples not `paired` give one ratio, of their medians."""
     _, attention = split_plain_key(pick["main_format"])
     paged = {k: v for k, v in rates.items() if v and split_plain_key(k)[1] == "PA"}
     if attention == "PA" or not paged:
         return pick
-    fastest_paged = plain_choice(paged)
-    ratios = [s / p for s, p in zip(rates[pick["main_format"]], rates[fastest_paged["main_format"]]) if p > 0]
+    fastest_paged = plain_choice(paged, paired)
+    ours, theirs = rates[pick["main_format"]], rates[fastest_paged["main_format"]]
+    ratios = ([s / p for s, p in zip(ours, theirs) if p > 0] if paired
+              else [median(ours) / median(theirs)] if median(theirs) > 0 else [])
     if ratios and min(ratios) >= 1 + STATEFUL_MARGIN:
         return {**pick, "stateful_ratios": ratios}
     return {**fastest_paged, "ties": list(dict.fromkeys([*pick["ties"], *fastest_paged["ties"]])),
