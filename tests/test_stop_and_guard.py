@@ -20,7 +20,7 @@ from demo.engine.race import one_by_one, race
 from demo.engine.native_guard import CRASHES, WORKS, NativeConfig, NativeGuard, SafetyRecord
 
 from .fakes import FakeRunner
-from .test_recording import FakeCache, fake_arena
+from .test_recording import fake_arena
 
 STAND_INS = "tests.guard_stand_ins"
 SETTINGS = GenerationSettings(max_new_tokens=8, assistant_tokens=3)

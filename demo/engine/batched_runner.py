@@ -10,6 +10,7 @@ that takes one request at a time with its own handle.
 
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
 from typing import Callable, Optional
