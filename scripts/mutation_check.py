@@ -1187,6 +1187,22 @@ MUTATIONS = [
         ("tests/test_calibrate.py::test_plain_choice_ties_by_paired_samples",),
     ),
     Mutation(
+        "house: the calibration is parsed at every question a race asks",
+        "a race on a 2-core box validates the same file about two dozen times while it decodes",
+        "demo/models/calibration_store.py",
+        "    if kept is not None and kept[0] == version:",
+        "    if False:",
+        ("tests/test_calibration_store.py::test_a_race_on_an_unchanged_calibration_parses_it_not_again",),
+    ),
+    Mutation(
+        "house: a rewritten calibration is not seen while its path is remembered",
+        "the page keeps racing the K and formats of a calibration the launch has replaced",
+        "demo/models/calibration_store.py",
+        "    version = hashlib.blake2b(raw, digest_size=16).digest()",
+        "    version = len(raw)",
+        ("tests/test_calibration_store.py::test_a_file_is_validated_once_per_content_and_a_rewrite_is_seen_at_once",),
+    ),
+    Mutation(
         "numbers: a tie is twice as wide",
         "a baseline 5 % slower than the machine's best counts as its tie",
         "demo/calibrate/cost_model.py",

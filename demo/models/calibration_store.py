@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 from pathlib import Path
 from typing import Optional
 
@@ -69,15 +70,44 @@ def calibrated_format(spec, store, mode: str = "race", role: Optional[str] = Non
     return None
 
 
+# What each calibration file held when it was last parsed, by path and content: a race asks the
+# calibration many questions (formats, K, precision, attention, step costs, the page's words), and
+# each file is validated once per content, not once per question, on a 2-core box where the race
+# is running. Keyed by the bytes' digest, not the file's mtime: two writes within one clock tick
+# of the file system, of the same size, would otherwise read as one version.
+_PARSED: dict = {}
+_PARSED_LOCK = threading.Lock()
+_PARSED_KEPT = 64  # files remembered at most (a cache folder holds a handful)
+
+
 def read(path: Path) -> Optional[Calibration]:
     """The calibration saved in `path`, or None: a damaged or foreign file (a stage file,
-    another version's result) is ignored, never fatal."""
+    another version's result) is ignored, never fatal. Validated once per content of the file."""
     try:
-        result = json.loads(path.read_text())
+        raw = path.read_bytes()
+    except OSError:
+        return None
+    version = hashlib.blake2b(raw, digest_size=16).digest()
+    with _PARSED_LOCK:
+        kept = _PARSED.get(str(path))
+    if kept is not None and kept[0] == version:
+        return kept[1]
+    result = parse(raw)
+    with _PARSED_LOCK:
+        _PARSED[str(path)] = (version, result)
+        while len(_PARSED) > _PARSED_KEPT:
+            _PARSED.pop(next(iter(_PARSED)))
+    return result
+
+
+def parse(raw: bytes) -> Optional[Calibration]:
+    """A calibration file's bytes validated (read() keeps what this gives for each content)."""
+    try:
+        result = json.loads(raw)
         if not isinstance(result, dict) or result.get("calibration_version") != CALIBRATION_VERSION:
             return None  # an older calibration measured less (or differently): measure again
         return Calibration.model_validate(result)
-    except (OSError, ValueError, ValidationError):
+    except (ValueError, ValidationError):
         return None
 
 
