@@ -14,7 +14,7 @@ from demo.core.errors import UNEXPECTED, DemoError
 from demo.core.metrics import acceptance_rate, equality_verdict, side_stats, speedup
 from demo.core.settings import GenerationSettings, race_threads
 from demo.core.streaming import (
-    BASELINE, SIDES, SPECULATIVE, Chunk, ChunkEvent, DoneEvent, IncrementalDetokenizer, RunResult, StartEvent,
+    BASELINE, HEARTBEAT, SIDES, SPECULATIVE, Chunk, ChunkEvent, DoneEvent, IncrementalDetokenizer, RunResult, StartEvent,
 )
 from demo.engine.race import REPLAY_SLICE_S, fair, race, replay
 from tests.fakes import FakeRunner
@@ -283,7 +283,7 @@ def test_a_waiting_replay_yields_heartbeats_and_closing_it_sets_stop():
     stop = threading.Event()
     stream = replay(results, stop=stop, sleep=fake.sleep, clock=fake.clock, heartbeats=True)
     assert [next(stream).side for _ in range(2)] == list(SIDES)
-    assert next(stream) is None and next(stream) is None  # waiting: a point to close it at each slice
+    assert next(stream) is HEARTBEAT and next(stream) is HEARTBEAT  # waiting: a point to close it at each slice
     assert fake.now == pytest.approx(1000.0 + 2 * REPLAY_SLICE_S)
     stream.close()  # the consumer leaves (Stop, tab closed)
     assert stop.is_set()

@@ -13,7 +13,7 @@ import pytest
 
 from demo.core.errors import DemoError
 from demo.core.settings import GenerationSettings
-from demo.core.streaming import BASELINE, SIDES, SPECULATIVE, DoneEvent, StartEvent
+from demo.core.streaming import BASELINE, HEARTBEAT, SIDES, SPECULATIVE, DoneEvent, StartEvent
 from demo.engine import arena as arena_module, three_way
 from demo.engine.arena import Arena, RaceRequest
 from demo.engine.race import one_by_one, race
@@ -198,7 +198,7 @@ def test_a_stop_during_a_prefill_reaches_the_race(tmp_path):
     for event in events:
         if isinstance(event, StartEvent):
             started.add(event.side)
-        if event is None and started == set(SIDES) and all(p.entered.is_set() for p in prefill.values()):
+        if event is HEARTBEAT and started == set(SIDES) and all(p.entered.is_set() for p in prefill.values()):
             break  # both sides in their prefill, nothing streamed: the visitor presses Stop
     events.close()
     assert stop.is_set() and finished.wait(60)
@@ -221,7 +221,7 @@ def test_a_stop_while_a_lane_loads_runs_no_lane_after_it():
     finished = threading.Event()
     events = one_by_one(lanes, "p", stop, on_finished=finished.set, heartbeat_s=0.05)
     for event in events:
-        if event is None and loading.is_set():
+        if event is HEARTBEAT and loading.is_set():
             break
     events.close()
     assert stop.is_set()

@@ -12,7 +12,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from demo.core.settings import GenerationSettings
-from demo.core.streaming import BASELINE, SPECULATIVE, StatusEvent
+from demo.core.streaming import BASELINE, HEARTBEAT, SPECULATIVE, StatusEvent
 from demo.engine import arena as arena_module
 from demo.engine import waiting
 from demo.engine.arena import Arena, RaceRequest
@@ -106,7 +106,7 @@ def test_a_stream_closed_while_waiting_hands_the_result_back():
         return "a ticket"
 
     stream = waiting.status_stream(work, [], on_abandoned=given_back.append, heartbeat_s=0.01)
-    assert next(stream) is None  # a heartbeat: no message yet
+    assert next(stream) is HEARTBEAT  # no message yet
     stream.close()
     release.set()
     until(lambda: given_back == ["a ticket"], "the abandoned result handed back")

@@ -110,6 +110,21 @@ Event = Union[StartEvent, ChunkEvent, DoneEvent]
 
 
 @dataclass(frozen=True)
+class Heartbeat:
+    """Nothing happened for HEARTBEAT_S: yielded by a stream asked for heartbeats (a race, a
+    replay, a job waiting in line or loading), so that its consumer gets a yield. A web server
+    closes a streaming handler only between two yields: without these a Stop (or a closed tab)
+    could not reach a prefill, a side that loads or a job in line until its next real event.
+    A consumer skips it (or repeats what it showed); it carries nothing."""
+
+
+HEARTBEAT = Heartbeat()
+# A cancel reaches a waiting stream within one heartbeat (plus the admission's own poll to
+# leave the line), so Stop takes effect within half a second. Each heartbeat is one small update.
+HEARTBEAT_S = 0.2
+
+
+@dataclass(frozen=True)
 class StatusEvent:
     """Something slow is happening before tokens flow (preparing, loading, warming up)."""
 

@@ -18,7 +18,7 @@ from ..core.errors import DemoError
 from ..core.explain import explain
 from ..core.metrics import compare
 from ..core.settings import FREE_DRAFT, PipelineOptions, cpu_cores, uses_draft_model
-from ..core.streaming import BASELINE, SPECULATIVE, ChunkEvent, DoneEvent, StartEvent, StatusEvent
+from ..core.streaming import BASELINE, HEARTBEAT_S, SPECULATIVE, ChunkEvent, DoneEvent, Heartbeat, StartEvent, StatusEvent
 from ..models import load_store
 from ..models.calibration_store import calibrated_baseline_attention, calibrated_precision, load_cached
 from ..models.prepare import PreparedPair, prepare_preset
@@ -26,7 +26,7 @@ from ..models.presets import ExportSource, HubSource, PresetFile, load_presets
 from ..models.sources import ModelStore, has_formats
 from .admission import Admission, Cancelled, holding
 from .calibration_words import baseline_caveat, calibration_words
-from .race import HEARTBEAT_S, fair, race
+from .race import fair, race
 from .request import RaceRequest, Summary, how_it_ran, threads_for, validate_prompt, weights_note
 from .native_guard import NativeConfig, NativeGuard, SafetyRecord
 from .startup import Calibrator, StartupState, start_warmup
@@ -306,7 +306,7 @@ class Arena:
                 ticket.release()
 
         try:
-            yield from (m for m in status_stream(work, out if out is not None else []) if m is not None)
+            yield from (m for m in status_stream(work, out if out is not None else []) if not isinstance(m, Heartbeat))
         finally:
             stop.set()
 

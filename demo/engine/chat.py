@@ -26,10 +26,10 @@ from ..core import metrics, placement
 from ..core.errors import DemoError
 from ..core.metrics import SideStats, side_stats
 from ..core.settings import MAX_PROMPT_TOKENS, GenerationSettings, PipelineOptions
-from ..core.streaming import SIDES, SPECULATIVE, ChunkEvent, DoneEvent, StartEvent
+from ..core.streaming import HEARTBEAT_S, SIDES, SPECULATIVE, ChunkEvent, DoneEvent, Heartbeat, StartEvent
 from .arena import RaceRequest, validate_prompt
 from .backend import Backend
-from .race import HEARTBEAT_S, race
+from .race import race
 
 MAX_TURNS = 8
 MAX_CHAT_TOKENS = MAX_PROMPT_TOKENS  # one side's templated conversation, as a race's prompt
@@ -178,7 +178,7 @@ def _turn(arena: Backend, request: RaceRequest, conversation: Conversation, stop
             events = race(runners, prompts, settings, stop, on_finished=ticket.release,
                           heartbeat_s=HEARTBEAT_S if heartbeats else None)
             for event in events:
-                if event is not None:  # a heartbeat records nothing
+                if not isinstance(event, Heartbeat):  # a heartbeat records nothing
                     turn.record(event)
                 yield event
         finally:

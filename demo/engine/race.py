@@ -13,11 +13,11 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from typing import Callable, Iterator, Optional, Protocol
+from typing import Callable, Iterator, Optional, Protocol, Union
 
 from ..core.errors import DemoError, unexpected
 from ..core.settings import GenerationSettings
-from ..core.streaming import SIDES, Chunk, ChunkEvent, DoneEvent, Event, RunResult, StartEvent
+from ..core.streaming import HEARTBEAT, SIDES, Chunk, ChunkEvent, DoneEvent, Event, Heartbeat, RunResult, StartEvent
 
 
 class Runner(Protocol):
@@ -116,11 +116,6 @@ def _next(events: "queue.Queue", heartbeat_s: Optional[float]):
         return HEARTBEAT
 
 
-# Yielded (as None) by race, fair and one_by_one with `heartbeat_s` set, while nothing
-# happens: a web server closes a streaming handler only between two yields, so without
-# these a Stop could not reach a prefill or a lane that loads until its first event.
-HEARTBEAT = None
-HEARTBEAT_S = 0.2
 
 
 def race(runners: dict, prompt, settings: GenerationSettings,
@@ -131,8 +126,8 @@ def race(runners: dict, prompt, settings: GenerationSettings,
     one for both, or {side: prompt} (a chat turn: each side has its own history).
 
     `on_finished` is called (from a worker thread) once both sides have returned, also when
-    the iterator was closed early; closing itself never waits. With `heartbeat_s`, None is
-    yielded whenever that long passes without an event (HEARTBEAT).
+    the iterator was closed early; closing itself never waits. With `heartbeat_s`, HEARTBEAT is
+    yielded whenever that long passes without an event (core.streaming.Heartbeat).
     """
     stop = stop or threading.Event()
     events: "queue.Queue[Event]" = queue.Queue()
@@ -257,12 +252,12 @@ REPLAY_SLICE_S = 0.1
 def replay(results: dict, speed: float = 1.0, stop: Optional[threading.Event] = None,
            sleep: Callable[[float], None] = time.sleep,
            clock: Callable[[], float] = time.perf_counter,
-           heartbeats: bool = False) -> Iterator[Optional[ChunkEvent]]:
+           heartbeats: bool = False) -> Iterator[Union[ChunkEvent, Heartbeat]]:
     """Replay recorded runs side by side: each chunk at its offset from its own side's start.
 
     This turns a fair measurement back into a race a visitor can watch, at the
     pace each pipeline really had when it ran alone. It waits in slices of REPLAY_SLICE_S
-    that look at `stop`; with `heartbeats`, it also yields None after each slice, so a
+    that look at `stop`; with `heartbeats`, it also yields HEARTBEAT after each slice, so a
     consumer that can only be closed between two yields (a web handler) can be stopped
     while it waits. Closing it early sets `stop`. `sleep` and `clock` go together (tests
     pass a fake clock whose sleep advances it).
@@ -285,7 +280,7 @@ def replay(results: dict, speed: float = 1.0, stop: Optional[threading.Event] = 
                     break
                 sleep(REPLAY_SLICE_S)
                 if heartbeats:
-                    yield None
+                    yield HEARTBEAT
             yield ChunkEvent(side, chunk, phase="replay")
         finished = True
     finally:

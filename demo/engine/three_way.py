@@ -24,11 +24,11 @@ from ..core import placement
 from ..core.errors import DemoError
 from ..core.metrics import SideStats, acceptance_rate, compare, side_stats
 from ..core.settings import PipelineOptions, cpu_cores
-from ..core.streaming import BASELINE, SPECULATIVE, StatusEvent
+from ..core.streaming import BASELINE, HEARTBEAT_S, SPECULATIVE, StatusEvent
 from .admission import holding
 from .arena import RaceRequest, validate_prompt
 from .backend import Backend
-from .race import HEARTBEAT_S, one_by_one
+from .race import one_by_one
 
 LANES = ("baseline", "draft", "lookup")
 METHOD = {"draft": "draft", "lookup": "prompt_lookup"}

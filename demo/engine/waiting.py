@@ -4,7 +4,7 @@ A web server cancels a streaming handler (Stop, a closed tab) only between two o
 yields: Gradio runs each next() in a worker thread and can close the generator only once
 that next() has returned. A job waiting in line that yields only when its place changes
 would hold the cancel until the job ahead ends, and then take the slot and run its prefill
-for nobody. So the stream yields None ("still waiting") every HEARTBEAT_S as well; the
+for nobody. So the stream yields HEARTBEAT ("still waiting") every HEARTBEAT_S as well; the
 caller turns it into an update, and a cancel reaches the job within one heartbeat.
 
 Pure engine code: no Gradio.
@@ -14,19 +14,16 @@ from __future__ import annotations
 
 import queue
 import threading
-from typing import Callable, Iterator, Optional
+from typing import Callable, Iterator, Union
 
-# A cancel reaches a waiting job within one heartbeat (plus the admission's own poll to
-# leave the line), so Stop in the line takes effect within half a second. Each heartbeat is
-# one small update.
-HEARTBEAT_S = 0.2
+from ..core.streaming import HEARTBEAT, HEARTBEAT_S, Heartbeat
 
 
 def status_stream(work: Callable[[Callable[[str], None]], object], out: list,
                   on_abandoned: Callable[[object], None] = lambda result: None,
-                  heartbeat_s: float = HEARTBEAT_S) -> Iterator[Optional[str]]:
+                  heartbeat_s: float = HEARTBEAT_S) -> Iterator[Union[str, Heartbeat]]:
     """Run `work(status)` in a thread; yield each status message as it is reported, and
-    None every `heartbeat_s` while none is.
+    HEARTBEAT every `heartbeat_s` while none is.
 
     The result is appended to `out`; an exception in `work` is re-raised here. If the
     consumer goes away first (Stop, tab closed), nobody waits for the thread: its result
@@ -58,7 +55,7 @@ def status_stream(work: Callable[[Callable[[str], None]], object], out: list,
             try:
                 item = q.get(timeout=heartbeat_s)
             except queue.Empty:
-                yield None  # a point where the consumer can be closed
+                yield HEARTBEAT  # a point where the consumer can be closed
                 continue
             if item is done:
                 break
@@ -75,11 +72,11 @@ def status_stream(work: Callable[[Callable[[str], None]], object], out: list,
                     on_abandoned(box["result"])
 
 
-def with_last_message(stream: Iterator[Optional[str]], before_any: str) -> Iterator[str]:
+def with_last_message(stream: Iterator[Union[str, Heartbeat]], before_any: str) -> Iterator[str]:
     """Each heartbeat as the last message again (`before_any` until there is one), so a
     consumer that shows the status updates nothing visible but still gets its yield."""
     last = before_any
     for message in stream:
-        if message is not None:
+        if not isinstance(message, Heartbeat):
             last = message
         yield last

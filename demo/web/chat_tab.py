@@ -15,7 +15,7 @@ import gradio as gr
 
 from ..core.errors import DemoError
 from ..core.settings import MAX_PROMPT_CHARS, GenerationSettings, PipelineOptions
-from ..core.streaming import BASELINE, SIDES, DoneEvent, StartEvent, StatusEvent
+from ..core.streaming import BASELINE, SIDES, DoneEvent, Heartbeat, StartEvent, StatusEvent
 from ..engine import chat
 from ..engine.arena import RaceRequest
 from . import checks, render
@@ -163,7 +163,7 @@ def build(arena, race_handlers: int, kiosk: bool = False, door=None) -> None:
             events = chat.run(arena, request, conv, stop_flag, door.ids.keys(http), heartbeats=True)
             try:
                 for event in events:
-                    if event is None:  # a heartbeat (a prefill): a yield where Stop can land
+                    if isinstance(event, Heartbeat):  # a prefill: a yield where Stop can land
                         yield [gr.update()] * (2 * len(SIDES) + 3)
                         continue
                     if isinstance(event, StatusEvent):

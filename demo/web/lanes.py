@@ -16,7 +16,7 @@ from typing import Optional, Sequence
 import gradio as gr
 
 from ..core.metrics import side_stats
-from ..core.streaming import Chunk
+from ..core.streaming import HEARTBEAT, Chunk, Heartbeat
 from ..engine.race import replay
 from . import render
 from .style import LANE_COLOURS
@@ -167,11 +167,11 @@ class Throttle:
 
 def retimed(results: dict, stop: threading.Event, t0: float):
     """(lane, chunk) of recorded runs at the pace each had, each chunk re-timed onto a replay
-    clock started at t0, so the counters read like a live race; None after each slice of a
+    clock started at t0, so the counters read like a live race; HEARTBEAT after each slice of a
     wait (race.replay's heartbeats), so the consumer can yield and be stopped meanwhile."""
     for event in replay(results, stop=stop, heartbeats=True):
-        if event is None:
-            yield None
+        if isinstance(event, Heartbeat):
+            yield HEARTBEAT
             continue
         c = event.chunk
         yield event.side, Chunk(c.side, c.token_ids, c.text, c.accepted_text, t0 + (c.t - results[event.side].start))
@@ -189,7 +189,7 @@ def replay_into(view: LanesView, results: dict, stop: threading.Event, message: 
     yield view.outputs()
     throttle = Throttle()
     for item in retimed(results, stop, t0):
-        if item is not None:
+        if not isinstance(item, Heartbeat):
             lane, chunk = item
             view.lane[lane].chunks.append(chunk)
             view.dirty.add(lane)

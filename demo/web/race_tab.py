@@ -16,7 +16,7 @@ import gradio as gr
 
 from ..core.errors import DemoError
 from ..core.settings import MAX_TREE, METHOD_NAMES, GenerationSettings, PipelineOptions
-from ..core.streaming import BASELINE, SIDES, SPECULATIVE, ChunkEvent, DoneEvent, StartEvent, StatusEvent
+from ..core.streaming import BASELINE, SIDES, SPECULATIVE, ChunkEvent, DoneEvent, Heartbeat, StartEvent, StatusEvent
 from ..engine.arena import RaceRequest
 from ..engine.backend import Backend
 from . import checks, render, step_view
@@ -108,7 +108,7 @@ def stream_race(arena: Backend, request: RaceRequest, view: RaceView, components
     events = arena.run(request, stop_flag, visitor=visitor, heartbeats=True)
     try:
         for event in events:
-            if event is None:  # a heartbeat (a prefill, a side loading): a yield where Stop can land
+            if isinstance(event, Heartbeat):  # a prefill, a side loading: a yield where Stop can land
                 yield {components["status"]: view.status}
                 continue
             if isinstance(event, StatusEvent):
@@ -176,7 +176,7 @@ def _replay(view: RaceView, results: dict, components: dict, stop_flag: threadin
     view.status = f"{PLAY} replaying both runs side by side at their real pace (each was measured alone)"
     throttle = Throttle()
     for item in retimed(results, stop_flag, t0):
-        if item is not None:  # None: a heartbeat while it waits, a point where Stop can reach it
+        if not isinstance(item, Heartbeat):  # a heartbeat while it waits: a point where Stop can reach it
             side, chunk = item
             view.sides[side].chunks.append(chunk)
             view.dirty.add(side)

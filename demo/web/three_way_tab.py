@@ -15,7 +15,7 @@ import gradio as gr
 from ..core.errors import DemoError
 from ..core.metrics import DEFINITIONS
 from ..core.settings import MAX_PROMPT_CHARS, GenerationSettings
-from ..core.streaming import ChunkEvent, DoneEvent, StartEvent, StatusEvent
+from ..core.streaming import ChunkEvent, DoneEvent, Heartbeat, StartEvent, StatusEvent
 from ..engine import three_way
 from ..engine.arena import RaceRequest
 from . import checks
@@ -144,7 +144,7 @@ def _stream(arena, booth, request: RaceRequest, view: LanesView, download, stop_
     events = three_way.run(arena, request, stop_flag, visitor, heartbeats=True)
     try:
         for event in events:
-            if event is None:  # a heartbeat (a lane loading, a prefill): a yield where Stop can land
+            if isinstance(event, Heartbeat):  # a lane loading, a prefill: a yield where Stop can land
                 yield view.outputs()
                 continue
             if isinstance(event, StatusEvent):
