@@ -1203,6 +1203,14 @@ MUTATIONS = [
         ("tests/test_calibration_store.py::test_a_file_is_validated_once_per_content_and_a_rewrite_is_seen_at_once",),
     ),
     Mutation(
+        "strangers: a folder of this machine reaches the page when its name looks like a file's",
+        "every visitor reads where the operator keeps the app's cache",
+        "demo/core/errors.py",
+        '        return f"…/{last}" if _FILE_NAME.fullmatch(last) else "a folder on the server"',
+        '        return f"…/{last}"',
+        ("tests/test_strangers_files.py::test_no_path_of_this_machine_reaches_the_line_every_visitor_reads",),
+    ),
+    Mutation(
         "numbers: a tie is twice as wide",
         "a baseline 5 % slower than the machine's best counts as its tie",
         "demo/calibrate/cost_model.py",

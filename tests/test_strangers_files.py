@@ -361,7 +361,7 @@ def test_every_numeric_check_refuses_any_value_with_its_sentence(value):
 
 
 def test_no_path_of_this_machine_reaches_the_line_every_visitor_reads():
-    from demo.web.ui import no_paths
+    from demo.core.errors import without_paths as no_paths
 
     failed = ("The disk filled up while preparing the main model: it needs about 3 GB free in "
               "/home/op/.cache/speculative-arena; free space there (or set SPECDEC_CACHE_DIR to a folder on a "
@@ -370,6 +370,10 @@ def test_no_path_of_this_machine_reaches_the_line_every_visitor_reads():
     assert "/home" not in shown and "speculative-arena" not in shown
     assert "free in a folder on the server; free space there" in shown
     assert no_paths("preparing: 1/2 models, 50%") == "preparing: 1/2 models, 50%"
+    # A file keeps its name (what failed), never its folder: one rule for every line the page shows.
+    assert no_paths("cannot map ~/models/qwen/openvino_model.bin.") == "cannot map …/openvino_model.bin."
+    assert no_paths('no model in "/srv/cache/models/qwen"') == 'no model in "a folder on the server"'
+
 
 
 def test_the_scoreboard_draws_a_bounded_number_of_configurations():

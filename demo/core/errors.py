@@ -6,6 +6,8 @@ The edges (CLI, web page) show that sentence; everything else is a bug and keeps
 traceback.
 """
 
+import re
+
 
 class DemoError(Exception):
     """An error whose message is meant for the person using the demo."""
@@ -47,8 +49,18 @@ def unexpected(what: str, e: BaseException) -> str:
     return UNEXPECTED
 
 
-def without_paths(text: str) -> str:
-    """`text` with every absolute path on this machine shortened to its last part (…/name)."""
-    import re
+# An absolute path of this machine (a cache folder, a model file), ~/ included; a trailing dot ends
+# the sentence, not the path. "1/2 models" is not one (a path starts after a space or a quote).
+_PATH = re.compile(r"(?<![\w.:/~])~?/(?:[^\s/'\"()\[\],;:]+/)*[^\s/'\"()\[\],;:]*[^\s/'\"()\[\],;:.]")
+_FILE_NAME = re.compile(r"[\w-][\w.-]*\.[A-Za-z0-9]{1,8}")
 
-    return re.sub(r"(?<![\w.:/])(?:/[^\s/'\"()\[\],;:]+)+/([^\s/'\"()\[\],;:]+)", r"…/\1", text)
+
+def without_paths(text: str) -> str:
+    """`text` as a visitor may read it, with no folder of this machine in it: a file's path
+    becomes its name (…/openvino_model.bin: what failed, without where it lies), a folder's
+    "a folder on the server". The one rule for every line the page shows (the terminal keeps
+    the whole text)."""
+    def shown(m: re.Match) -> str:
+        last = m.group(0).rstrip("/").rsplit("/", 1)[-1]
+        return f"…/{last}" if _FILE_NAME.fullmatch(last) else "a folder on the server"
+    return _PATH.sub(shown, text)

@@ -9,24 +9,16 @@ Pure HTML, no Gradio, no OpenVINO.
 
 from __future__ import annotations
 
-import re
 from typing import Optional, Sequence
 
+from ..core.errors import without_paths
 from .render import SPINNER, WARNING
 from .render import esc as _esc  # this module's esc also takes out paths
-
-# An absolute path of this machine (a cache folder, a model file): never shown to visitors.
-_PATH = re.compile(r"(?<![\w.:/~])~?/(?:[^\s/'\"()\[\],;]+/)*[^\s/'\"()\[\],;]*[^\s/'\"()\[\],;.]")
-
-
-def no_paths(text: str) -> str:
-    """`text` with every absolute path replaced by "a folder on the server"."""
-    return _PATH.sub("a folder on the server", text)
 
 
 def esc(value) -> str:
     """Escaped for HTML, and without this machine's paths: every visitor reads this line (the terminal has them)."""
-    return _esc(no_paths(str(value)))
+    return _esc(without_paths(str(value)))
 
 READY = "Ready. Type a prompt and press <b>Run</b>."
 

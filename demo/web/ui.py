@@ -22,7 +22,6 @@ from .race_tab import METHODS, RaceView, method_label, parse_race_inputs, stream
 from .visitors import QueueDoor, VisitorIds
 
 THEME = gr.themes.Soft()
-no_paths = startup_view.no_paths  # the line every visitor reads never shows this machine's folders
 
 # Race handlers Gradio runs at once. The engine's admission point serializes the heavy part
 # (one run on the CPU at a time, first come first served) and tells each waiting visitor
