@@ -114,8 +114,8 @@ def run_bench(
         "preset": {
             "name": preset_obj.name,
             "description": preset_obj.description,
-            "main": _without_paths(preset_obj.main.model_dump()),
-            "draft": _without_paths(preset_obj.draft.model_dump()) if preset_obj.draft is not None else None,
+            "main": _model_by_name(preset_obj.main.model_dump()),
+            "draft": _model_by_name(preset_obj.draft.model_dump()) if preset_obj.draft is not None else None,
             "assistant_tokens": preset_obj.assistant_tokens,
         },
         "settings": {
@@ -306,7 +306,7 @@ def _iso(t: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(t))
 
 
-def _without_paths(model: dict) -> dict:
+def _model_by_name(model: dict) -> dict:
     """A preset's model as models.yaml says it, with a file or folder on this machine by name only."""
     out = dict(model)
     for key in ("path", "repo"):
