@@ -835,7 +835,7 @@ MUTATIONS = [
         "bench: the JSON keeps model paths",
         "the Benchmark tab hands visitors the folders of this machine's models",
         "demo/bench/measure.py",
-        '            "main": _without_paths(preset_obj.main.model_dump()),',
+        '            "main": _model_by_name(preset_obj.main.model_dump()),',
         '            "main": preset_obj.main.model_dump(),',
         ("tests/test_bench.py::test_the_json_names_no_model_path_of_this_machine",),
     ),
