@@ -12,6 +12,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
@@ -40,6 +41,20 @@ def pair(cache, ir: Path) -> dict:
 
 def pids(runners: dict) -> dict:
     return {side: r._child.pid for side, r in runners.items()}
+
+
+def freezing_mid_answer(pid: int, then: Callable[[], object]) -> Callable:
+    """A run_race on_event that freezes the child `pid` (SIGSTOP: a busy machine, or a hung
+    native call, as the parent sees it) at the baseline's second chunk, then calls `then`."""
+    seen = []
+
+    def on_event(event) -> None:
+        if isinstance(event, ChunkEvent) and event.side == BASELINE:
+            seen.append(event)
+            if len(seen) == 2:
+                os.kill(pid, signal.SIGSTOP)
+                then()
+    return on_event
 
 
 def run_race(runners, prompt, settings, stop=None, on_event=lambda e: None) -> dict:
@@ -249,16 +264,7 @@ def test_a_side_stopped_mid_step_is_waited_for_not_killed_however_slow_the_step(
     frozen = runners[BASELINE]._child.pid
     stop = threading.Event()
     thaw = threading.Timer(10 * child_side.STOP_GRACE_S, lambda: os.kill(frozen, signal.SIGCONT))
-    seen = []
-
-    def on_event(event):
-        if isinstance(event, ChunkEvent) and event.side == BASELINE:
-            seen.append(event)
-            if len(seen) == 2:
-                os.kill(frozen, signal.SIGSTOP)
-                stop.set()
-                thaw.start()
-
+    on_event = freezing_mid_answer(frozen, then=lambda: (stop.set(), thaw.start()))
     settings = GenerationSettings(max_new_tokens=200, assistant_tokens=3)
     try:
         results = run_race(runners, "Write a long story about a lighthouse keeper.", settings, stop, on_event)
@@ -281,16 +287,9 @@ def test_a_side_that_stops_answering_ends_at_its_deadline_with_a_sentence_and_fr
     monkeypatch.setattr(child_side, "STEP_FLOOR_S", 5.0)
     runners = pair(cache, smollm2_ir)
     frozen = runners[BASELINE]._child.pid
-    seen = []
-
-    def on_event(event):
-        if isinstance(event, ChunkEvent) and event.side == BASELINE:
-            seen.append(event)
-            if len(seen) == 2:
-                os.kill(frozen, signal.SIGSTOP)
-                # Without a deadline the race would wait for ever: end the frozen child after a
-                # hang guard, so the test fails (a crash's sentence) instead of hanging.
-                guard.start()
+    # Without a deadline the race would wait for ever: the frozen child is ended after a hang
+    # guard, so the test fails (a crash's sentence) instead of hanging.
+    on_event = freezing_mid_answer(frozen, then=lambda: guard.start())
 
     def end_it() -> None:
         if runners[BASELINE].alive():
