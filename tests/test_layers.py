@@ -314,11 +314,9 @@ LONG_FUNCTIONS: dict[str, tuple[int, str]] = {
                                        "into layout, handlers and wiring with the race service (issue 60)"),
     "demo/bench/measure.py:run_bench": (185, "the benchmark's rotation with its resume points; a measuring "
                                              "command, to move beside the app with the other lab code (issue 60)"),
-    "demo/web/bench_tab.py:build": (67, "a tab's layout and handlers in one Blocks context"),
     "demo/bench/load.py:run_load": (103, "the load test's rotation with its resume points; lab code (issue 60)"),
     "demo/calibrate/measure.py:pipeline_overhead": (101, "one stage child's timing loop over K, interleaved "
                                                          "with the baseline; its state lives in the child"),
-    "demo/web/load_section.py:build": (67, "a tab's layout and handlers in one Blocks context"),
     "demo/web/chat_tab.py:build": (98, "a tab's layout and handlers in one Blocks context"),
     "demo/calibrate/plain.py:plain_rates": (88, "one stage child's interleaved rotation of plain pipelines"),
     "demo/web/recordings_tab.py:build": (86, "a tab's layout and handlers in one Blocks context"),

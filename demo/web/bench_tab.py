@@ -10,8 +10,7 @@ from ..core.errors import DemoError
 from ..engine.backend import Backend
 from . import checks, load_section
 from .race_tab import MAX_ASSISTANT_TOKENS_UI
-from .page_job import heavy_job, result_folder
-from .render import WARNING
+from .page_job import heavy_job, planned, result_folder
 from .visitors import QueueDoor, VisitorIds
 
 KEEP_BENCH_RESULTS = 4  # benchmark result folders (JSON + plot) on disk at once; older ones are deleted
@@ -94,21 +93,10 @@ def build(arena: Backend, choices: list, default_preset: str, door: Optional[Que
     download = gr.File(label="Results (JSON, every raw sample)", elem_id="bench-json")
     inputs = [preset, modes, classes, ks, lookup, limit, repeat, max_new]
 
-    def describe_plan(*values):
-        try:
-            plan = bench_plan(arena, *values)
-        except DemoError as e:
-            return f"{WARNING} {e}"
-        return f"Plan: {plan['runs']} runs, roughly {max(1, round(plan['seconds'] / 60))} min on this machine."
-
-    for component in inputs:
-        component.change(describe_plan, inputs, plan_text, api_visibility="private", queue=False)
+    check = planned(lambda *values: bench_plan(arena, *values), inputs, plan_text, "runs", "runs")
 
     def run_bench(http: gr.Request, *values):
-        try:
-            plan = bench_plan(arena, *values)
-        except DemoError as e:
-            raise gr.Error(str(e), print_exception=False)
+        plan = check(*values)
         result = yield from heavy_job(arena, door, http, "a benchmark", lambda stop, say: bench.run_bench(
             plan["preset"], modes=plan["modes"], assistant_tokens=plan["ks"], prompt_lookup=plan["lookup"],
             repeat=plan["repeats"], prompt_classes=plan["classes"], max_new_tokens=plan["max_tokens"],

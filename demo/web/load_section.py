@@ -10,8 +10,7 @@ import gradio as gr
 from ..core.errors import DemoError
 from ..engine.backend import Backend
 from . import checks
-from .page_job import heavy_job, result_folder
-from .render import WARNING
+from .page_job import heavy_job, planned, result_folder
 from .visitors import QueueDoor, VisitorIds
 
 LOAD_CHOICES = (1, 2, 4, 8)
@@ -74,21 +73,10 @@ def build(arena: Backend, choices: list, default_preset: str, door: Optional[Que
         download = gr.File(label="Results (JSON, every raw sample)", elem_id="load-json")
     inputs = [preset, ns, rounds, max_new]
 
-    def describe_plan(*values):
-        try:
-            plan = load_plan(arena, *values)
-        except DemoError as e:
-            return f"{WARNING} {e}"
-        return f"Plan: {plan['requests']} requests, roughly {max(1, round(plan['seconds'] / 60))} min on this machine."
-
-    for component in inputs:
-        component.change(describe_plan, inputs, plan_text, api_visibility="private", queue=False)
+    check = planned(lambda *values: load_plan(arena, *values), inputs, plan_text, "requests", "requests")
 
     def run_load_job(http: gr.Request, *values):
-        try:
-            plan = load_plan(arena, *values)
-        except DemoError as e:
-            raise gr.Error(str(e), print_exception=False)
+        plan = check(*values)
 
         def job(stop, say):
             clear = getattr(arena.cache, "clear", None)

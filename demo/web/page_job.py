@@ -16,10 +16,33 @@ import gradio as gr
 from ..core.errors import DemoError
 from ..engine.backend import Backend
 from .files import Downloads
-from .render import SPINNER
+from .render import SPINNER, WARNING
 from .visitors import QueueDoor, owner_of
 
 Say = Callable[[str], None]
+
+
+def planned(make_plan: Callable, inputs: list, plan_text, count_key: str, counted: str) -> Callable[..., dict]:
+    """Wire a job's plan line to its inputs: each change shows what `make_plan(*values)` plans
+    ("Plan: N <counted>, roughly M min on this machine", from its plan[count_key] and
+    plan["seconds"]) or its one-sentence refusal. Returns `check(*values)`: the plan, or the
+    refusal as the page's error, for the job's own handler."""
+    def describe(*values) -> str:
+        try:
+            plan = make_plan(*values)
+        except DemoError as e:
+            return f"{WARNING} {e}"
+        return f"Plan: {plan[count_key]} {counted}, roughly {max(1, round(plan['seconds'] / 60))} min on this machine."
+
+    for component in inputs:
+        component.change(describe, inputs, plan_text, api_visibility="private", queue=False)
+
+    def check(*values) -> dict:
+        try:
+            return make_plan(*values)
+        except DemoError as e:
+            raise gr.Error(str(e), print_exception=False)
+    return check
 
 
 def heavy_job(arena: Backend, door: QueueDoor, http: gr.Request, what: str,
