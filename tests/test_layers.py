@@ -310,14 +310,14 @@ MAX_FUNCTION_LINES = 60
 # Functions over MAX_FUNCTION_LINES, each with why it is still long and the length it may not
 # exceed (a ratchet: shorten a function and lower its number; a new long function fails).
 LONG_FUNCTIONS: dict[str, tuple[int, str]] = {
-    "demo/web/ui.py:build_demo": (205, "the page's layout and its wiring in one Blocks context; to split "
+    "demo/web/ui.py:build_demo": (200, "the page's layout and its wiring in one Blocks context; to split "
                                        "into layout, handlers and wiring with the race service (issue 60)"),
     "demo/bench/measure.py:run_bench": (185, "the benchmark's rotation with its resume points; a measuring "
                                              "command, to move beside the app with the other lab code (issue 60)"),
     "demo/bench/load.py:run_load": (103, "the load test's rotation with its resume points; lab code (issue 60)"),
     "demo/calibrate/measure.py:pipeline_overhead": (101, "one stage child's timing loop over K, interleaved "
                                                          "with the baseline; its state lives in the child"),
-    "demo/web/chat_tab.py:build": (98, "a tab's layout and handlers in one Blocks context"),
+    "demo/web/chat_tab.py:build": (93, "a tab's layout and handlers in one Blocks context"),
     "demo/calibrate/plain.py:plain_rates": (88, "one stage child's interleaved rotation of plain pipelines"),
     "demo/web/recordings_tab.py:build": (86, "a tab's layout and handlers in one Blocks context"),
     "demo/calibrate/stages.py:measure_main": (86, "one stage child: a main's curves, answers and reads, resumable"),

@@ -14,13 +14,14 @@ import threading
 import gradio as gr
 
 from ..core.errors import DemoError
-from ..core.settings import MAX_PROMPT_CHARS, GenerationSettings, PipelineOptions
+from ..core.settings import GenerationSettings, PipelineOptions
 from ..core.streaming import BASELINE, SIDES, DoneEvent, Heartbeat, StartEvent, StatusEvent
 from ..engine import chat
 from ..engine.arena import RaceRequest
 from . import checks, render
 from .lanes import TITLES, Throttle
 from .render import SPINNER, STOP
+from .prompt_row import prompt_row
 
 MAX_ASSISTANT_TOKENS = 16
 STOPPED = (f"{STOP} Stopped. What each side wrote so far stays in its own history; send the next message, or press "
@@ -116,13 +117,8 @@ def build(arena, race_handlers: int, kiosk: bool = False, door=None) -> None:
         f"template. A chat holds {chat.MAX_TURNS} turns and at most {chat.MAX_CHAT_TOKENS:,} tokens per side.")
     gr.Markdown(chat.kv_reuse(PipelineOptions(), method), elem_id="chat-kv-reuse")
     conversation = gr.State(lambda: chat.Conversation())  # one per visitor, made when the page loads
-    with gr.Row():
-        message = gr.Textbox(label="Message", lines=2, max_length=MAX_PROMPT_CHARS, elem_id="chat-input",
-                             placeholder="Say something to both models", scale=5)
-        with gr.Column(scale=1, min_width=140):
-            send = gr.Button("Send", variant="primary", elem_id="chat-send")
-            stop = gr.Button("Stop", variant="stop", elem_id="chat-stop")
-            new = gr.Button("New chat", elem_id="chat-new", size="sm")
+    message, send, stop, new = prompt_row("Message", "chat-input", "Send", "chat-send", "chat-stop", lines=2,
+                                          placeholder="Say something to both models", new_id="chat-new")
     status = gr.Markdown("", elem_id="chat-status")
     gr.HTML(render.LEGEND_HTML)
     with gr.Row():

@@ -14,7 +14,7 @@ import gradio as gr
 
 from ..core.errors import DemoError
 from ..core.metrics import DEFINITIONS
-from ..core.settings import MAX_PROMPT_CHARS, GenerationSettings
+from ..core.settings import GenerationSettings
 from ..core.streaming import ChunkEvent, DoneEvent, Heartbeat, StartEvent, StatusEvent
 from ..engine import three_way
 from ..engine.arena import RaceRequest
@@ -22,6 +22,7 @@ from . import checks
 from .lanes import LanePanels, LanesView, Throttle, replay_into
 from .render import PLAY, SPINNER
 from .visitors import QueueDoor, VisitorIds
+from .prompt_row import prompt_row
 
 MAX_NEW_TOKENS = 512     # three runs one after the other: keep a visitor's wait bounded
 MAX_ASSISTANT_TOKENS = 16
@@ -91,12 +92,7 @@ def build(arena, booth, race_handlers: int, door=None) -> None:
     if first is None:
         gr.Markdown("No preset here has a draft model, so the three-way race is not available.")
         return
-    with gr.Row():
-        prompt = gr.Textbox(label="Prompt", lines=4, max_length=MAX_PROMPT_CHARS, elem_id="three-way-prompt",
-                            placeholder="Ask something, or pick an example below", scale=5)
-        with gr.Column(scale=1, min_width=140):
-            run = gr.Button("Run all three", variant="primary", elem_id="three-way-run")
-            stop = gr.Button("Stop", variant="stop", elem_id="three-way-stop")
+    prompt, run, stop = prompt_row("Prompt", "three-way-prompt", "Run all three", "three-way-run", "three-way-stop", lines=4)
     examples = gr.Dataset(components=[prompt], samples=[[p] for p in three_way.EXAMPLE_PROMPTS],
                           sample_labels=[label for label, _ in three_way.EXAMPLES],
                           label="Examples: where each method wins", elem_id="three-way-examples")

@@ -14,12 +14,13 @@ import gradio as gr
 
 from ..core import placement
 from ..core.errors import DemoError
-from ..core.settings import MAX_PROMPT_CHARS, MAX_TREE, PipelineOptions
+from ..core.settings import MAX_TREE, PipelineOptions
 from ..engine.backend import Backend
 from . import bench_tab, render, step_view, startup_view
 from .booth import Booth
 from .race_tab import METHODS, RaceView, method_label, parse_race_inputs, stream_race
 from .visitors import QueueDoor, VisitorIds
+from .prompt_row import prompt_row
 
 THEME = gr.themes.Soft()
 
@@ -65,12 +66,7 @@ def build_demo(arena: Backend, bench_enabled: bool = True, booth: Optional[Booth
         startup = gr.HTML(startup_view.startup_html(arena.startup.view(), arena.skipped_configurations()),
                           elem_id="startup")  # a page opened on a ready app shows the skipped ones at once
         with gr.Tab("Race", id="race"):
-            with gr.Row():
-                prompt = gr.Textbox(label="Prompt", lines=3, max_length=MAX_PROMPT_CHARS, elem_id="prompt",
-                                    placeholder="Ask something, or pick an example below", scale=5)
-                with gr.Column(scale=1, min_width=140):
-                    run = gr.Button("Run", variant="primary", elem_id="run")
-                    stop = gr.Button("Stop", variant="stop", elem_id="stop")
+            prompt, run, stop = prompt_row("Prompt", "prompt", "Run", "run", "stop")
             examples = gr.Dataset(components=[prompt], samples=[[e] for e in default.examples],
                                   label="Examples", elem_id="examples")
             status = gr.Markdown("", elem_id="status")  # this visitor's run only; the launch has #startup
