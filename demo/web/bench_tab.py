@@ -10,7 +10,7 @@ from ..core.errors import DemoError
 from ..engine.backend import Backend
 from . import checks, load_section
 from .race_tab import MAX_ASSISTANT_TOKENS_UI
-from .page_job import heavy_job, planned, result_folder
+from .page_job import heavy_job, job_controls, planned, result_folder
 from .visitors import QueueDoor, VisitorIds
 
 KEEP_BENCH_RESULTS = 4  # benchmark result folders (JSON + plot) on disk at once; older ones are deleted
@@ -83,14 +83,8 @@ def build(arena: Backend, choices: list, default_preset: str, door: Optional[Que
         limit = gr.Slider(1, 5, value=1, step=1, label="Prompts per class")
         repeat = gr.Slider(1, 5, value=1, step=1, label="Repeats")
         max_new = gr.Slider(16, MAX_BENCH_NEW_TOKENS, value=64, step=16, label="Max new tokens")
-    plan_text = gr.Markdown("", elem_id="bench-plan")
-    with gr.Row():
-        run = gr.Button("Run benchmark", variant="primary", elem_id="bench-run")
-        stop = gr.Button("Stop benchmark", variant="stop", elem_id="bench-stop")
-    table = gr.HTML("", elem_id="bench-table")
-    plot = gr.Image(label="Speedup vs assistant tokens; tok/s per mode", type="filepath",
-                    elem_id="bench-plot", interactive=False)
-    download = gr.File(label="Results (JSON, every raw sample)", elem_id="bench-json")
+    plan_text, run, stop, table, plot, download = job_controls("bench", "benchmark",
+                                                               "Speedup vs assistant tokens; tok/s per mode")
     inputs = [preset, modes, classes, ks, lookup, limit, repeat, max_new]
 
     check = planned(lambda *values: bench_plan(arena, *values), inputs, plan_text, "runs", "runs")

@@ -10,7 +10,7 @@ import gradio as gr
 from ..core.errors import DemoError
 from ..engine.backend import Backend
 from . import checks
-from .page_job import heavy_job, planned, result_folder
+from .page_job import heavy_job, job_controls, planned, result_folder
 from .visitors import QueueDoor, VisitorIds
 
 LOAD_CHOICES = (1, 2, 4, 8)
@@ -63,14 +63,8 @@ def build(arena: Backend, choices: list, default_preset: str, door: Optional[Que
                                   elem_id="load-ns")
             rounds = gr.Slider(1, 3, value=1, step=1, label="Rounds (baseline, speculative in turn)")
             max_new = gr.Slider(16, MAX_LOAD_NEW_TOKENS, value=48, step=16, label="Max new tokens")
-        plan_text = gr.Markdown("", elem_id="load-plan")
-        with gr.Row():
-            run = gr.Button("Run load benchmark", variant="primary", elem_id="load-run")
-            stop = gr.Button("Stop load benchmark", variant="stop", elem_id="load-stop")
-        table = gr.HTML("", elem_id="load-table")
-        plot = gr.Image(label="Aggregate tok/s, ratio and latency vs N", type="filepath", elem_id="load-plot",
-                        interactive=False)
-        download = gr.File(label="Results (JSON, every raw sample)", elem_id="load-json")
+        plan_text, run, stop, table, plot, download = job_controls("load", "load benchmark",
+                                                                   "Aggregate tok/s, ratio and latency vs N")
     inputs = [preset, ns, rounds, max_new]
 
     check = planned(lambda *values: load_plan(arena, *values), inputs, plan_text, "requests", "requests")

@@ -22,6 +22,19 @@ from .visitors import QueueDoor, owner_of
 Say = Callable[[str], None]
 
 
+def job_controls(prefix: str, what: str, plot_label: str) -> tuple:
+    """A Benchmark-tab job's controls under its inputs: (plan line, Run, Stop, table, plot, JSON
+    download), with the page ids `<prefix>-plan`, `-run`, `-stop`, `-table`, `-plot`, `-json`."""
+    plan_text = gr.Markdown("", elem_id=f"{prefix}-plan")
+    with gr.Row():
+        run = gr.Button(f"Run {what}", variant="primary", elem_id=f"{prefix}-run")
+        stop = gr.Button(f"Stop {what}", variant="stop", elem_id=f"{prefix}-stop")
+    table = gr.HTML("", elem_id=f"{prefix}-table")
+    plot = gr.Image(label=plot_label, type="filepath", elem_id=f"{prefix}-plot", interactive=False)
+    download = gr.File(label="Results (JSON, every raw sample)", elem_id=f"{prefix}-json")
+    return plan_text, run, stop, table, plot, download
+
+
 def planned(make_plan: Callable, inputs: list, plan_text, count_key: str, counted: str) -> Callable[..., dict]:
     """Wire a job's plan line to its inputs: each change shows what `make_plan(*values)` plans
     ("Plan: N <counted>, roughly M min on this machine", from its plan[count_key] and
