@@ -240,7 +240,7 @@ class Arena:
             ) -> Iterator[Union[StatusEvent, StartEvent, ChunkEvent, DoneEvent, None]]:
         """Validate, wait for the CPU, prepare and load (StatusEvents), then race or run in turn; `visitor`:
         whose job it is (Admission.claim). Closing the iterator at any point stops the work without waiting.
-        With `heartbeats`, None is also yielded while nothing happens (a prefill, a side loading in fair
+        With `heartbeats`, HEARTBEAT is also yielded while nothing happens (a prefill, a side loading in fair
         mode), so a consumer that can be closed only between two yields (a web handler) can be stopped."""
         prompt = validate_prompt(request.prompt)
         settings = request.settings.validated()

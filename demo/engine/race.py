@@ -116,8 +116,6 @@ def _next(events: "queue.Queue", heartbeat_s: Optional[float]):
         return HEARTBEAT
 
 
-
-
 def race(runners: dict, prompt, settings: GenerationSettings,
          stop: Optional[threading.Event] = None,
          on_finished: Optional[Callable[[], None]] = None,
