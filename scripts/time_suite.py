@@ -53,6 +53,7 @@ def main() -> int:
     verdict = next((line.strip(" =\n") for line in reversed(out) if re.search(r"\d+ (passed|failed)", line)), None)
     record = {"command": " ".join(args.command), "returncode": run.returncode, "seconds": round(seconds, 1),
               "pytest": verdict, "busy_core": bool(busy), "installed_first": any("== installing requirements" in line for line in out),
+              "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip(),
               "machine": machine_info()}
     args.json.write_text(json.dumps(record, indent=1))
     print(f"time_suite: {seconds / 60:.1f} minutes, exit {run.returncode} ({verdict}); wrote {args.json}")
