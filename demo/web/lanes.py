@@ -11,7 +11,7 @@ import html
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 import gradio as gr
 
@@ -178,31 +178,37 @@ def retimed(results: dict, stop: threading.Event, t0: float):
 
 
 def replay_into(view: LanesView, results: dict, stop: threading.Event, message: str):
-    """Play recorded runs (lane -> RunResult) side by side at the pace each had, yielding
-    the view's updates (at least one per Throttle interval while it waits, so Stop or a
-    closed tab reaches it at once, even when the next step is minutes away)."""
-    t0 = time.perf_counter()
-    for lane in view.lanes:
-        view.lane[lane] = LaneState(start=t0, placeholder="", note=view.lane[lane].note)
-    view.dirty.update(view.lanes)
+    """Play recorded runs (lane -> RunResult) side by side at the pace each had, into a LanesView."""
     view.status = message
-    yield view.outputs()
+    yield from paced(view.lane, view.dirty, results, stop, view.outputs)
+
+
+def paced(lanes: dict, dirty: set, results: dict, stop: threading.Event, paint: Callable[[], object]):
+    """The one replay of the page (the three-way race, a recording, fair mode's race): recorded
+    runs (name -> RunResult) played into `lanes` (name -> LaneState) at the pace each had, marking
+    `dirty` what changed; yields paint() at least once per Throttle interval while it waits, so
+    Stop or a closed tab reaches it at once, even when the next step is minutes away. Each lane
+    ends when its run ended (the slowest lane's last step-free stretch is waited out, in slices)."""
+    t0 = time.perf_counter()
+    for name in results:
+        lanes[name] = LaneState(start=t0, placeholder="", note=lanes[name].note)
+    dirty.update(results)
+    yield paint()
     throttle = Throttle()
     for item in retimed(results, stop, t0):
-        if not isinstance(item, Heartbeat):
-            lane, chunk = item
-            view.lane[lane].chunks.append(chunk)
-            view.dirty.add(lane)
+        if not isinstance(item, Heartbeat):  # a heartbeat while it waits: a point where Stop can reach it
+            name, chunk = item
+            lanes[name].chunks.append(chunk)
+            dirty.add(name)
         if throttle.ready():
-            yield view.outputs()
+            yield paint()
     if stop.is_set():
         return
-    # Wait out the slowest lane's last step-free stretch (the end of generate()), in slices.
     end = max(r.end - r.start for r in results.values())
     while (left := end - (time.perf_counter() - t0)) > 0 and not stop.is_set():
         stop.wait(min(left, MIN_UPDATE_INTERVAL_S))
-        yield view.outputs()
-    for lane in view.lanes:
-        r = results[lane]
-        view.lane[lane].end = t0 + (r.end - r.start)
-        view.dirty.add(lane)
+        yield paint()
+    for name in results:
+        r = results[name]
+        lanes[name].end = t0 + (r.end - r.start)
+        dirty.add(name)

@@ -9,7 +9,6 @@ demo.web.ui.build_demo.
 from __future__ import annotations
 
 import threading
-import time
 from typing import Optional
 
 import gradio as gr
@@ -20,7 +19,7 @@ from ..core.streaming import BASELINE, SIDES, SPECULATIVE, ChunkEvent, DoneEvent
 from ..engine.arena import RaceRequest
 from ..engine.backend import Backend
 from . import checks, render, step_view
-from .lanes import LaneState, Shown, Throttle, retimed
+from .lanes import LaneState, Shown, Throttle, paced
 from .render import PLAY, SPINNER
 
 
@@ -170,18 +169,5 @@ def stream_race(arena: Backend, request: RaceRequest, view: RaceView, components
 
 def _replay(view: RaceView, results: dict, components: dict, stop_flag: threading.Event):
     """Fair mode: play both recorded runs side by side at the pace each had alone."""
-    t0 = time.perf_counter()
-    for side in SIDES:
-        view.sides[side] = LaneState(start=t0, placeholder="")
     view.status = f"{PLAY} replaying both runs side by side at their real pace (each was measured alone)"
-    throttle = Throttle()
-    for item in retimed(results, stop_flag, t0):
-        if not isinstance(item, Heartbeat):  # a heartbeat while it waits: a point where Stop can reach it
-            side, chunk = item
-            view.sides[side].chunks.append(chunk)
-            view.dirty.add(side)
-        if throttle.ready():
-            yield view.outputs(components)
-    for side in SIDES:
-        r = results[side]
-        view.sides[side].end = t0 + (r.end - r.start)
+    yield from paced(view.sides, view.dirty, results, stop_flag, lambda: view.outputs(components))
