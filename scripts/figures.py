@@ -110,7 +110,7 @@ FREE_DRAFT = "free-draft-headline-zen4-2026-12-06-d.json"
 LAUNCH = {"first": [f"first-launch-zen4-2026-12-07-mains-first-{i}.json" for i in (1, 2, 3)],
           "no_profile": [f"first-launch-zen4-2026-12-07-no-profile-{i}.json" for i in (1, 2, 3)],
           "second": [f"second-launch-zen4-2026-12-07-warmup-after-page-{i}.json" for i in (1, 2, 3)]}
-TEST_RUN = "test-suite-zen4-2026-12-07-evening-clean-clone.json"  # scripts/time_suite.py on a clean clone
+TEST_RUN = "test-suite-zen4-2026-12-07-final-clean-clone.json"  # scripts/time_suite.py on a clean clone
 # The current headline of each CPU class: fair mode (scripts/headline.py), race mode (scripts/race_headline.py).
 HEADLINES = {"zen4": ("headline-zen4-2026-12-07-fair.json", "race-headline-zen4-2026-12-07.json")}
 
