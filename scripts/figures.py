@@ -320,16 +320,23 @@ CURRENT = ("## Current results, per CPU class", "## Across machines")  # BENCHMA
 # (a bench-results JSON or a dated measurements page, which must exist), or where it is one of the
 # code's own rules below, checked against the constant it states.
 CITED = re.compile(r"bench-results/[\w.-]*\d{4}-\d{2}-\d{2}[\w.-]*\.json|measurements/\d{4}-\d{2}-\d{2}-[\w.-]+\.md")
+
+
+def pct(fraction: float) -> str:
+    """A fraction as the docs write it: 0.03 -> "3 %"."""
+    return f"{fraction:.0%}".replace("%", " %")
+
+
 RULES = {  # words in docs/ -> (module, constant, how the constant reads in those words)
     "faster by 5 % even in its least favourable round": ("demo.calibrate.precision", "TIE",
-                                                        lambda v: f"faster by {v:.0%} even in its least favourable round".replace("%", " %")),
+                                                        lambda v: f"faster by {pct(v)} even in its least favourable round"),
     "beat paged attention by 5 % in every": ("demo.calibrate.cost_model", "STATEFUL_MARGIN",
-                                             lambda v: f"beat paged attention by {v:.0%} in every".replace("%", " %")),
-    "within 3 %": ("demo.calibrate.cost_model", "TIE_MARGIN", lambda v: f"within {v:.0%}".replace("%", " %")),
-    "more than 3 % faster": ("demo.calibrate.cost_model", "TIE_MARGIN", lambda v: f"more than {v:.0%} faster".replace("%", " %")),
-    "below 90 %": ("demo.calibrate.measure", "MIN_AGREEMENT", lambda v: f"below {v:.0%}".replace("%", " %")),
+                                             lambda v: f"beat paged attention by {pct(v)} in every"),
+    "within 3 %": ("demo.calibrate.cost_model", "TIE_MARGIN", lambda v: f"within {pct(v)}"),
+    "more than 3 % faster": ("demo.calibrate.cost_model", "TIE_MARGIN", lambda v: f"more than {pct(v)} faster"),
+    "below 90 %": ("demo.calibrate.measure", "MIN_AGREEMENT", lambda v: f"below {pct(v)}"),
     "its grace (1 s": ("demo.engine.child_side", "STOP_GRACE_S", lambda v: f"its grace ({v:g} s"),
-    "3 % margin": ("demo.engine.verify_loop.gate", "MARGIN", lambda v: f"{v - 1:.0%} margin".replace("%", " %")),
+    "3 % margin": ("demo.engine.verify_loop.gate", "MARGIN", lambda v: f"{pct(v - 1)} margin"),
     "bounded to 60 s": ("demo.engine.steps", "MAX_SECONDS", lambda v: f"bounded to {v:g} s"),
 }
 

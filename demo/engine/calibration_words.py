@@ -41,9 +41,13 @@ def calibration_words(result: Calibration, pair, mode: str, k: Optional[int]) ->
                    f"calibration {where} beside the {plain.beside} speculative pipeline, as in a race ({threads})")
         samples = len(plain.rates.get(best) or [])
         if samples:  # what the decision rests on (issue 59, item 5)
-            fastest += (f", the median of {samples} samples" + (" paired with every other configuration's"
-                        if plain.interleaved and plain.beside is None else " paired with the speculative side's"
-                        if plain.beside else ", timed one after another (no tie is claimed)"))
+            if plain.beside:
+                paired = " paired with the speculative side's"
+            elif plain.interleaved:
+                paired = " paired with every other configuration's"
+            else:
+                paired = ", timed one after another (no tie is claimed)"
+            fastest += f", the median of {samples} samples{paired}"
         fastest += f"; these choices {origin_words(result.origin)}"
         unmeasured = [f for f in COARSE if f not in result.main]
         if unmeasured:  # a launch without fast integer kernels leaves int4_channel out (docs/speed.md)
