@@ -14,7 +14,7 @@ every plain configuration counts toward "the fastest plain", every pair is read 
     pip install llama-cpp-python            # optional: the outside reference (compiles llama.cpp)
     python -m demo.calibrate                # once: the calibrated defaults
     python scripts/headline.py [--preset NAME] [--prompts 3] [--rounds 3] [--pair int4_channel/int4_sym@2]
-                                [--plain int4_channel@SDPA] [--json PATH]
+                                [--plain int4_channel@SDPA] [--llamacpp-same-bytes] [--json PATH]
 
 The OpenVINO sides are the arena's own fair pipelines (Arena.runners, the very pair a fair
 race loads). Rates are decode rates (tokens after the first over the time after the first
@@ -51,6 +51,7 @@ from lab.weights_read import gguf_bytes_per_token, ir_bytes_per_token, memory_re
 
 LLAMA = llamacpp.SIDE
 OTHER = "baseline_other_backend"  # the page's baseline main on the attention backend it does not use
+LLAMA_Q4_0 = f"{LLAMA}_q4_0"  # llama.cpp on its own Q4_0 requantization: about the int4 IR's bytes a token
 
 
 def llama_speculative(k: int) -> str:
@@ -93,6 +94,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_common_arguments(ap)
     ap.add_argument("--no-llamacpp", action="store_true", help="leave the llama.cpp reference out")
+    ap.add_argument("--llamacpp-same-bytes", action="store_true",
+                    help="also run llama.cpp on its own Q4_0 requantization of the GGUF (about the int4 IR's bytes)")
     ap.add_argument("--llamacpp-k", default="",
                     help="comma-separated K for llama.cpp's speculative rows (default: the calibrated K; 0: none)")
     ap.add_argument("--pair", action="append", default=[], metavar="MAIN/DRAFT@K",
@@ -144,7 +147,7 @@ def main() -> int:
             return token_times(result)
 
         with tempfile.TemporaryDirectory() as tmp:
-            llama, templating, llama_specs = None, None, {}
+            llama, llama_q4_0, templating, llama_specs = None, None, None, {}
             if not args.no_llamacpp:
                 if not isinstance(preset.main, PypiSource):
                     raise DemoError(f"Preset {preset.name!r} has no GGUF main model shipped on PyPI for llama.cpp; "
@@ -154,6 +157,13 @@ def main() -> int:
                 reads[LLAMA] = {"main": gguf_bytes_per_token(gguf)["per_token"]}
                 labels[LLAMA] = f"llama.cpp: plain decoding of the original GGUF, {cpu_cores()} threads, flash attention"
                 engines.append(LLAMA)
+                if args.llamacpp_same_bytes:  # the same kernels reading about the bytes OpenVINO's int4_sym reads
+                    q4_0 = llamacpp.requantize_q4_0(gguf, Path(tmp) / "main-q4_0.gguf", cpu_cores())
+                    llama_q4_0 = llamacpp.LlamaCppRunner(q4_0, cpu_cores())
+                    reads[LLAMA_Q4_0] = {"main": gguf_bytes_per_token(q4_0)["per_token"]}
+                    labels[LLAMA_Q4_0] = (f"llama.cpp: plain decoding of its own Q4_0 requantization of the GGUF, "
+                                          f"{cpu_cores()} threads, flash attention")
+                    engines.append(LLAMA_Q4_0)
                 spec_ks = [int(x) for x in args.llamacpp_k.split(",") if x.strip()] if args.llamacpp_k else [k]
                 if any(spec_ks) and isinstance(preset.draft, PypiSource):
                     draft_gguf = llamacpp.assemble(preset.draft, arena.store.locate_parts(preset.draft), Path(tmp) / "draft.gguf")
@@ -178,6 +188,8 @@ def main() -> int:
             def run(engine: str, text: str, tokens: int) -> list[float]:
                 if engine == LLAMA:
                     return llama.run(templating(text), tokens)
+                if engine == LLAMA_Q4_0:
+                    return llama_q4_0.run(templating(text), tokens)
                 if engine in llama_specs:
                     times = llama_specs[engine].run(templating(text), tokens)
                     steps[engine] = (llama_specs[engine].draft.steps, llama_specs[engine].draft.seconds)
@@ -211,6 +223,9 @@ def main() -> int:
         if LLAMA in engines:
             comparisons["speculative_vs_llama_cpp"] = paired(samples, SPECULATIVE, LLAMA)
             comparisons["baseline_vs_llama_cpp"] = paired(samples, BASELINE, LLAMA)
+            if LLAMA_Q4_0 in engines:
+                comparisons[f"speculative_vs_{LLAMA_Q4_0}"] = paired(samples, SPECULATIVE, LLAMA_Q4_0)
+                comparisons[f"{LLAMA_Q4_0}_vs_llama_cpp"] = paired(samples, LLAMA_Q4_0, LLAMA)
             for name in llama_specs:  # the outside engine's own speculation, against its plain decoding and ours
                 comparisons[f"{name}_vs_llama_cpp"] = paired(samples, name, LLAMA)
                 comparisons[f"speculative_vs_{name}"] = paired(samples, SPECULATIVE, name)

@@ -55,6 +55,20 @@ def reference_gguf(preset, store) -> Optional[Path]:
     return assemble(preset.main, store.locate_parts(preset.main), out)
 
 
+def requantize_q4_0(src: Path, dst: Path, threads: int) -> Path:
+    """llama.cpp's own Q4_0 requantization of a GGUF: 4-bit symmetric weights in groups of 32, about
+    the bytes a token of OpenVINO's int4_sym IR reads (the same-bytes row beside the original)."""
+    import llama_cpp
+
+    params = llama_cpp.llama_model_quantize_default_params()
+    params.ftype = llama_cpp.LLAMA_FTYPE_MOSTLY_Q4_0
+    params.allow_requantize = True
+    params.nthread = threads
+    if llama_cpp.llama_model_quantize(str(src).encode(), str(dst).encode(), params) != 0:
+        raise DemoError(f"llama.cpp could not requantize {src.name} to Q4_0.")
+    return dst
+
+
 def _load(gguf: Path, threads: int, n_ctx: int, **kwargs):
     return llama_class()(model_path=str(gguf), n_threads=threads, n_threads_batch=threads, n_ctx=n_ctx,
                          flash_attn=True, verbose=False, seed=0, **kwargs)

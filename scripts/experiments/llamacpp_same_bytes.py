@@ -21,20 +21,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from demo.core.bench_prompts import select  # noqa: E402
 from demo.core.machine import machine_info  # noqa: E402
 from demo.core.settings import cpu_cores  # noqa: E402
-from demo.engine.llamacpp import LlamaCppRunner  # noqa: E402
+from demo.engine.llamacpp import LlamaCppRunner, requantize_q4_0  # noqa: E402
 from demo.engine.openvino_runner import template  # noqa: E402
 from lab.weights_read import gguf_bytes_per_token  # noqa: E402
-
-
-def requantize_q4_0(src: Path, dst: Path) -> None:
-    import llama_cpp
-
-    params = llama_cpp.llama_model_quantize_default_params()
-    params.ftype = llama_cpp.LLAMA_FTYPE_MOSTLY_Q4_0
-    params.allow_requantize = True
-    params.nthread = cpu_cores()
-    if llama_cpp.llama_model_quantize(str(src).encode(), str(dst).encode(), params) != 0:
-        raise SystemExit(f"llama.cpp could not requantize {src}")
 
 
 def rate(times: list, n: int) -> float:
@@ -55,7 +44,7 @@ def main() -> int:
     import openvino_genai
 
     if not args.out.exists():
-        requantize_q4_0(args.gguf, args.out)
+        requantize_q4_0(args.gguf, args.out, cpu_cores())
     files = {"original": args.gguf, "q4_0": args.out}
     bytes_read = {name: gguf_bytes_per_token(path)["per_token"] for name, path in files.items()}
     for name in files:
