@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 from demo.core.errors import DemoError
-from demo.core.settings import GenerationSettings, PipelineOptions
+from demo.core.settings import FREE_DRAFT, GenerationSettings, PipelineOptions
 from demo.core.streaming import BASELINE, SIDES, SPECULATIVE, Chunk, ChunkEvent, DoneEvent, RunResult
 from demo.engine import chat
 from demo.engine.arena import Arena, RaceRequest
@@ -122,6 +122,19 @@ def test_a_chat_stays_on_its_preset_and_runs_one_turn_at_a_time(presets, runners
     assert runners[BASELINE].calls == 1
 
 
+def test_a_chat_keeps_its_speculative_method(presets, runners):
+    arena, conv = fake_arena(presets, runners), chat.Conversation()
+    list(chat.run(arena, request("hi"), conv))
+    assert conv.method == SETTINGS.method
+    free = GenerationSettings(max_new_tokens=8, assistant_tokens=2, method=FREE_DRAFT)
+    with pytest.raises(DemoError, match=r"guesses by draft model; press New chat to use another speculative method"):
+        list(chat.run(arena, request("hi", settings=free), conv))
+    assert runners[BASELINE].calls == 1
+    fresh = chat.Conversation()  # New chat: any method
+    list(chat.run(arena, request("hi", settings=free), fresh))
+    assert fresh.method == FREE_DRAFT and runners[BASELINE].calls == 2
+
+
 def test_a_stopped_turn_keeps_what_each_side_wrote_and_an_empty_one_is_dropped(presets):
     stop = threading.Event()
     gate = threading.Event()
@@ -229,6 +242,35 @@ def test_a_two_turn_chat_sends_each_side_its_own_templated_conversation(session_
                 f"<|im_start|>user\nName another one.<|im_end|>\n<|im_start|>assistant\n") in text
         assert text == runners[side].template(conv.messages(side)[:-1])
     assert conv.tokens[BASELINE] > 0 and conv.full() is None
+
+
+def test_a_free_drafting_chat_in_exact_mode_answers_every_turn_as_the_main_alone(session_store, smollm2_ir):
+    """Free drafting (the own verify loop) in a chat: each side is sent its own history, and in exact
+    mode the speculative side's answer to every turn is the plain baseline's, token for token (the
+    baseline is OpenVINO GenAI's pipeline: an independent implementation of greedy decoding)."""
+    from demo.engine.pipelines import PipelineCache
+    from demo.engine.verify_loop.runner import OwnLoopRunner
+
+    arena = Arena(load_presets(None), session_store, PipelineCache(max_pairs=1))
+    settings = GenerationSettings(max_new_tokens=24, assistant_tokens=3, method=FREE_DRAFT)
+    exact = PipelineOptions(exact=True)
+    conv = chat.Conversation()
+    # The second turn asks for the first answer again: its history holds the text the drafters guess from.
+    for text in ("Write a Python function that adds two numbers.", "Repeat your last answer exactly."):
+        list(chat.run(arena, RaceRequest(prompt=text, preset=SMOLLM2, settings=settings, options=exact), conv))
+    runners = arena.runners(RaceRequest(prompt="x", preset=SMOLLM2, settings=settings, options=exact, mode="race"))
+    assert isinstance(runners[SPECULATIVE], OwnLoopRunner), "the speculative side is not the own loop"
+    assert conv.method == FREE_DRAFT and len(conv.turns) == 2
+    for turn in conv.turns:
+        assert not any(r.error for r in turn.results.values())
+        ids = {side: turn.results[side].token_ids for side in SIDES}
+        assert len(ids[BASELINE]) > 4 and ids[SPECULATIVE] == ids[BASELINE]
+    # Guesses were verified and kept (the turns repeat their own history), so equality was tested.
+    kept = sum(kept for turn in conv.turns for _, _, kept in (turn.results[SPECULATIVE].guess_sources or {}).values())
+    assert kept > 0, "no guess was kept: the equality above did not test the verify loop"
+    # The second turn was sent the first turn's answer: its history, templated.
+    assert conv.tokens[SPECULATIVE] > runners[SPECULATIVE].count_tokens(
+        runners[SPECULATIVE].template([{"role": "user", "content": conv.turns[1].user}]))
 
 
 def test_the_panes_show_both_sides_turns_as_text_with_each_turns_speed():

@@ -17,9 +17,9 @@ from .test_bad_inputs import NOT_PREPARED, assert_one_clear_sentence, wait_idle
 pytestmark = pytest.mark.usefixtures("running_app")
 
 
-def chat_args(message="Name a colour.", preset=SMOLLM2, max_new_tokens=4, k=2) -> list:
-    """The 4 values of /chat, in the page's order (the conversation is the session's own state)."""
-    return [message, preset, max_new_tokens, k]
+def chat_args(message="Name a colour.", preset=SMOLLM2, max_new_tokens=4, k=2, method="draft model") -> list:
+    """The 5 values of /chat, in the page's order (the conversation is the session's own state)."""
+    return [message, preset, max_new_tokens, k, method]
 
 
 @pytest.fixture(scope="module")
@@ -54,6 +54,7 @@ CHAT_REFUSALS = [
     ("max new tokens '12'", chat_args(max_new_tokens="12"), ["'max new tokens' must be a whole number"]),
     ("K 0", chat_args(k=0), ["'assistant tokens' must be a whole number from 1 to 16"]),
     ("K None", chat_args(k=None), ["'assistant tokens' must be a whole number"]),
+    ("unknown method", chat_args(method="telepathy"), ["'speculative method' must be one of:", "free drafting"]),
 ]
 
 

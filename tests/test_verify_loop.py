@@ -318,6 +318,43 @@ def test_a_race_with_free_drafting_runs_through_the_arena(smollm2_ir):
     assert "own loop" in summary.how and "not an OpenVINO GenAI pipeline" in summary.how
     assert summary.why is None
     assert summary.sources.startswith("guesses from" if spec.guess_sources else "no step drafted")
+    # The step view: the loop's own record of every step (it crossed the child side's JSON), each
+    # step's kept guesses the streamed tokens themselves, its first thrown-away guess not the main's token.
+    from demo.engine import steps
+    from demo.web.step_view import steps_html
+
+    assert steps.why_not(request.settings, request.options) is None
+    report = steps.for_race(arena, request, spec, threading.Event())
+    assert report.recorded and len(report.steps) == len(spec.chunks) - 1 and report.differ == 0
+    assert sum(s.kept for s in report.steps) == sum(c.accepted for c in spec.chunks[1:])
+    for s in report.steps:
+        assert s.proposed[:s.kept] == s.tokens[:s.kept]
+        if s.kept < len(s.proposed) and not s.last:
+            assert s.proposed[s.kept] != s.tokens[s.kept]
+    sources = {s.source for s in report.steps}
+    assert sources <= {"prompt", "datastore", "recycled", None} and sources - {None} == set(spec.guess_sources)
+    page = steps_html(report)
+    assert "own verify loop ran them" in page and "were reconstructed after" not in page
+    if "prompt" in sources:
+        assert "from the prompt and answer" in page
+
+
+def test_a_step_record_that_disagrees_with_the_run_shows_as_differing():
+    from demo.core.streaming import SPECULATIVE, Chunk, RunResult
+    from demo.core.errors import DemoError
+    from demo.engine import steps
+
+    chunks = [Chunk(SPECULATIVE, (5,), "a", "", 0.0), Chunk(SPECULATIVE, (6, 7, 8), "bcd", "bc", 0.1),
+              Chunk(SPECULATIVE, (9,), "e", "", 0.2)]
+    run = RunResult(SPECULATIVE, 0.0, 1.0, chunks=chunks,
+                    guess_steps=[[[], None, 0], [[6, 7, 1], "prompt", 0], [[3], "recycled", 0]])
+    report = steps.recorded(run, lambda ids: {i: str(i) for i in ids})
+    assert [s.kept for s in report.steps] == [2, 0] and report.differ == 0   # a true record
+    run.guess_steps[1][0] = [6, 1, 1]  # a record that says the second guess was 1: the run kept two
+    assert steps.recorded(run, lambda ids: {}).differ == 1
+    run.guess_steps = None
+    with pytest.raises(DemoError, match="kept no record of its guesses"):
+        steps.recorded(run, lambda ids: {})
 
 
 def datastore_of(tokens) -> code_datastore.Datastore:

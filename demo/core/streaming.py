@@ -71,6 +71,10 @@ class RunResult:
     # The own verify loop's guesses by drafter (demo.engine.verify_loop): source -> [steps that
     # verified its guesses, guesses verified, guesses kept]; None for OpenVINO GenAI's pipelines.
     guess_sources: Optional[dict] = None
+    # The own verify loop's steps, one per chunk: [the guesses the main model verified, the drafter
+    # that proposed them (None: a plain step), how many of them only pad the step]: the step view
+    # shows them as they ran, nothing reconstructed.
+    guess_steps: Optional[list] = None
     # Where this side ran when it is not this process (demo.serve: "host (node 1a2b3c4d), 1 thread").
     ran_on: Optional[str] = None
     # How a replica that batches requests ran this one (demo.engine.batched_runner.served_note).

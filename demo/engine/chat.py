@@ -25,7 +25,7 @@ from typing import Iterator, Optional
 from ..core import metrics, placement
 from ..core.errors import DemoError
 from ..core.metrics import SideStats, side_stats
-from ..core.settings import MAX_PROMPT_TOKENS, GenerationSettings, PipelineOptions
+from ..core.settings import MAX_PROMPT_TOKENS, METHOD_NAMES, GenerationSettings, PipelineOptions
 from ..core.streaming import HEARTBEAT_S, SIDES, SPECULATIVE, ChunkEvent, DoneEvent, Heartbeat, StartEvent
 from .arena import RaceRequest, validate_prompt
 from .backend import Backend
@@ -68,9 +68,11 @@ class Turn:
 
 @dataclass
 class Conversation:
-    """A visitor's chat: the preset it runs on, its turns, and each side's history size."""
+    """A visitor's chat: the preset and speculative method it runs on, its turns, and each side's
+    history size."""
 
     preset: Optional[str] = None
+    method: Optional[str] = None                 # the speculative side's method (core.settings.Method)
     turns: list = field(default_factory=list)
     tokens: dict = field(default_factory=dict)  # side -> tokens of its templated history (after the last turn)
     limit: int = MAX_CHAT_TOKENS                 # the token bound that applied to the last turn
@@ -93,12 +95,16 @@ class Conversation:
                     f"{self.limit:,}; press New chat to start another.")
         return None
 
-    def check(self, preset: str) -> None:
+    def check(self, preset: str, method: str) -> None:
         reason = self.full()
         if reason:
             raise DemoError(reason)
         if self.preset is not None and self.turns and preset != self.preset:
             raise DemoError(f"This chat runs on {self.preset!r}; press New chat to talk to another model pair.")
+        # One method per conversation: a turn's speed is compared with the turns before it.
+        if self.method is not None and self.turns and method != self.method:
+            raise DemoError(f"This chat guesses by {METHOD_NAMES[self.method]}; press New chat to use another "
+                            "speculative method.")
 
     def claim(self) -> None:
         with _CLAIM:
@@ -150,7 +156,7 @@ def run(arena: Backend, request: RaceRequest, conversation: Conversation,
     placement.check_options(request.options, settings)
     request = replace(request, mode="race")
     name = arena.presets.get(request.preset).name
-    conversation.check(name)
+    conversation.check(name, settings.method)
     with arena.admission.visiting("a chat turn", visitor):
         yield from _turn(arena, request, conversation, stop, text, settings, name, heartbeats)
 
@@ -170,7 +176,7 @@ def _turn(arena: Backend, request: RaceRequest, conversation: Conversation, stop
         ticket, runners = yield from arena.admitted(
             "a chat turn", stop,
             lambda status: arena.prepare(request.preset, status, cancel=stop, **arena.formats_for(request)), load)
-        conversation.preset = name
+        conversation.preset, conversation.method = name, settings.method
         turn = Turn(text)
         conversation.turns.append(turn)
         events = None

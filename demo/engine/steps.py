@@ -24,7 +24,7 @@ from typing import Callable, Optional, Sequence
 from ..core import placement
 from ..core.acceptance import StepCosts
 from ..core.errors import DemoError
-from ..core.settings import GenerationSettings, PipelineOptions
+from ..core.settings import FREE_DRAFT, GenerationSettings, PipelineOptions
 
 MAX_SECONDS = 60.0  # a reconstruction that takes longer shows the steps it reached
 
@@ -38,6 +38,7 @@ class StepGuesses:
     tokens: tuple[int, ...]       # what the run streamed in this step
     agreed: int                   # leading guesses equal to the run's tokens
     last: bool                    # the run's last step: it may have been cut after its guesses
+    source: Optional[str] = None  # the own verify loop: the drafter that guessed (None: a plain step)
 
     @property
     def kept(self) -> int:
@@ -57,6 +58,7 @@ class StepReport:
     texts: dict                   # token id -> its text, for every token shown
     complete: bool                # False: stopped or out of time after `len(steps)` steps
     seconds: float
+    recorded: bool = False        # True: the run's own record of its guesses (the own loop), not rebuilt
 
     @property
     def differ(self) -> int:
@@ -171,6 +173,8 @@ def proposer(folder: Path, options: PipelineOptions) -> DraftProposer:
 
 def why_not(settings: GenerationSettings, options: PipelineOptions) -> Optional[str]:
     """The sentence the step view shows instead of steps, or None when it can show them."""
+    if settings.method == FREE_DRAFT:  # the loop records its own guesses, sampled or greedy
+        return None
     if settings.sampling:
         return ("The step view needs greedy decoding: a sampled draft's guesses cannot be reconstructed "
                 "after the race. Turn sampling off and run again.")
@@ -215,6 +219,20 @@ def reconstruct(folder: Path, options: PipelineOptions, prompt_ids: Sequence[int
     return StepReport(steps=tuple(steps), texts=texts(sorted(shown)), complete=complete, seconds=clock() - started)
 
 
+def recorded(result, texts: Callable[[Sequence[int]], dict]) -> StepReport:
+    """The step view of a run of the own verify loop (RunResult.guess_steps): every step's guesses
+    as the loop verified them and the drafter that proposed them, checked against the run's tokens
+    as a reconstruction is (a record that disagreed with the run would show as differing)."""
+    if not result.guess_steps or len(result.guess_steps) != len(result.chunks):
+        raise DemoError("This run kept no record of its guesses, so the step view cannot show them.")
+    chunk_ids = [c.token_ids for c in result.chunks]
+    steps = check_steps(chunk_ids[1:], [guessed for guessed, _, _ in result.guess_steps[1:]])
+    steps = [StepGuesses(s.index, s.proposed, s.tokens, s.agreed, s.last, source)
+             for s, (_, source, _) in zip(steps, result.guess_steps[1:])]
+    shown = {t for s in steps for t in s.proposed + s.tokens}
+    return StepReport(steps=tuple(steps), texts=texts(sorted(shown)), complete=True, seconds=0.0, recorded=True)
+
+
 def for_race(arena, request, result, stop: threading.Event,
              status: Callable[[str], None] = lambda m: None) -> StepReport:
     """The step view of a finished race's speculative side (demo.engine.arena.Arena and
@@ -225,6 +243,12 @@ def for_race(arena, request, result, stop: threading.Event,
     from .openvino_runner import template
 
     pair = arena.prepared(request)
+    if request.settings.method == FREE_DRAFT:  # nothing to rebuild: the loop's own record, decoded
+        if pair is None:
+            raise DemoError("The step view needs the main model in the page's own process; it is shown by the "
+                            "single-machine app (python app.py), not on a cluster.")
+        tokenizer = openvino_genai.Tokenizer(str(pair.main))
+        return recorded(result, lambda shown: {t: tokenizer.decode([t]) for t in shown})
     if pair is None or pair.draft is None:
         raise DemoError("The step view needs the draft model in the page's own process; it is shown by the "
                         "single-machine app (python app.py), not on a cluster.")

@@ -22,6 +22,7 @@ from . import checks, render
 from .lanes import TITLES, Throttle
 from .render import SPINNER, STOP
 from .prompt_row import prompt_row
+from .race_tab import METHODS, method_label
 
 MAX_ASSISTANT_TOKENS = 16
 STOPPED = (f"{STOP} Stopped. What each side wrote so far stays in its own history; send the next message, or press "
@@ -32,8 +33,9 @@ def method_of(arena, preset: str) -> str:
     return arena.presets.get(preset).default_method
 
 
-def parse_inputs(arena, message, preset, max_new_tokens, assistant_tokens) -> RaceRequest:
-    """Every raw value checked on the server, as the race's (an API caller can send anything)."""
+def parse_inputs(arena, message, preset, max_new_tokens, assistant_tokens, method) -> RaceRequest:
+    """Every raw value checked on the server, as the race's (an API caller can send anything).
+    `method`: the radio's label, as the race's (race_tab.METHODS)."""
     message = checks.prompt(message)
     name = checks.choice("model pair", preset, list(arena.presets.presets))
     reason = arena.needs_operator(name)
@@ -42,7 +44,7 @@ def parse_inputs(arena, message, preset, max_new_tokens, assistant_tokens) -> Ra
     settings = GenerationSettings(
         max_new_tokens=checks.number("max new tokens", max_new_tokens, 1, chat.MAX_NEW_TOKENS, integer=True),
         assistant_tokens=checks.number("assistant tokens", assistant_tokens, 1, MAX_ASSISTANT_TOKENS, integer=True),
-        method=method_of(arena, name))
+        method=METHODS[checks.choice("speculative method", method, METHODS)])
     return RaceRequest(prompt=message, preset=name, settings=settings, mode="race")
 
 
@@ -138,6 +140,8 @@ def build(arena, race_handlers: int, kiosk: bool = False, door=None) -> None:
             k = gr.Slider(1, MAX_ASSISTANT_TOKENS, value=min(arena.default_assistant_tokens(default),
                                                              MAX_ASSISTANT_TOKENS),
                           step=1, label="Assistant tokens (guesses per step)", elem_id="chat-k")
+        method_radio = gr.Radio(list(METHODS), value=method_label(arena.presets.get(default)),
+                                label="Speculative method (New chat to change it)", elem_id="chat-method")
     outputs = [panes[side] for side in SIDES] + [stats[side] for side in SIDES] + [turns, status, message]
 
     def view(conv, status_text: str, placeholder: str = "", sides=SIDES, clear_message: bool = False) -> list:
@@ -148,9 +152,9 @@ def build(arena, race_handlers: int, kiosk: bool = False, door=None) -> None:
                [stats_html(conv, side) if side in sides else keep for side in SIDES] + \
                [turns_html(conv), status_text, "" if clear_message else keep]
 
-    def send_turn(http: gr.Request, text, preset_name, max_new_tokens, assistant_tokens, conv):
+    def send_turn(http: gr.Request, text, preset_name, max_new_tokens, assistant_tokens, method, conv):
         try:
-            request = parse_inputs(arena, text, preset_name, max_new_tokens, assistant_tokens)
+            request = parse_inputs(arena, text, preset_name, max_new_tokens, assistant_tokens, method)
         except DemoError as e:
             raise gr.Error(str(e), print_exception=False)
         stop_flag = threading.Event()
@@ -181,7 +185,7 @@ def build(arena, race_handlers: int, kiosk: bool = False, door=None) -> None:
             stop_flag.set()  # Stop pressed, tab closed, or finished: stop both sides
         yield view(conv, conv.full() or f"Turn {len(conv.turns)} done; send the next message.")
 
-    inputs = [message, preset, max_new, k, conversation]
+    inputs = [message, preset, max_new, k, method_radio, conversation]
     # preprocess=False: parse_inputs checks every raw value itself, as the race does.
     sent = send.click(send_turn, inputs, outputs, api_name="chat", preprocess=False,
                       concurrency_limit=race_handlers, concurrency_id="race")

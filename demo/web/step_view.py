@@ -90,6 +90,11 @@ def _token(text: str) -> str:
     return render.esc(text.replace("\n", "↵"))
 
 
+# The own verify loop's drafters (engine/verify_loop/interfaces.py), as a step names them.
+SOURCE_WORDS = {"prompt": "from the prompt and answer", "datastore": "from the datastore of code",
+                "recycled": "the main model's earlier prediction"}
+
+
 def steps_html(report=None, note: str = "") -> str:
     """The step view (demo.engine.steps.StepReport), or one sentence (`note`) instead."""
     if report is None:
@@ -105,12 +110,20 @@ def steps_html(report=None, note: str = "") -> str:
                                            for i in s.proposed[kept:]) + "</del>")
         if len(s.tokens) > s.kept:
             parts.append(f'<span class="tok tok-main">{_token(t.get(s.tokens[s.kept], ""))}</span>')
-        label = "" if s.matches else '<span class="differs-label">reconstructed; differs from the run</span>'
+        label = "" if s.matches else ('<span class="differs-label">'
+                                      f'{"recorded" if report.recorded else "reconstructed"}; differs from the run</span>')
+        if report.recorded:  # the own loop: which drafter guessed, or a plain step
+            label = f'<span class="step-source">{render.esc(SOURCE_WORDS.get(s.source, "no guess"))}</span>' + label
         items.append(f'<li class="{"" if s.matches else "differs"}" data-kept="{s.kept}" '
-                     f'data-agreed="{s.agreed}" data-matches="{str(s.matches).lower()}">{"".join(parts)}{label}</li>')
+                     f'data-agreed="{s.agreed}" data-matches="{str(s.matches).lower()}" '
+                     f'data-source="{render.esc(s.source or "")}">{"".join(parts)}{label}</li>')
     n, differ = len(report.steps), report.differ
-    head = (f"{n} main-model step{'s' if n != 1 else ''} after the first. The draft's guesses were reconstructed after "
-            f"the race by running the draft alone; they match what the run kept on {n - differ} of {n}")
+    if report.recorded:
+        head = (f"{n} main-model step{'s' if n != 1 else ''} after the first, as the arena's own verify loop ran them: "
+                "every guess it verified and where the guess came from (its own record, nothing reconstructed)")
+    else:
+        head = (f"{n} main-model step{'s' if n != 1 else ''} after the first. The draft's guesses were reconstructed "
+                f"after the race by running the draft alone; they match what the run kept on {n - differ} of {n}")
     head += f" ({differ} differ: other kernels round differently)." if differ else "."
     if not report.complete:
         head += " Stopped before the last step (time limit or Stop): the steps so far."
@@ -125,7 +138,7 @@ def build():
     """The "Step by step" section under the race (a gr.HTML with id step-view)."""
     import gradio as gr
 
-    with gr.Accordion("Step by step: every guess the draft made", open=False):
+    with gr.Accordion("Step by step: every guess, kept and thrown away", open=False):
         return gr.HTML("", elem_id="step-view")
 
 

@@ -26,6 +26,7 @@ STEP_VIEW_CSS = f"""
 .steps del {{ color: {REJECTED_COLOUR}; text-decoration-thickness: 2px; }}
 .steps .differs {{ background: #F0E44240; }}
 .steps .differs-label {{ color: #8a6d00; font-family: sans-serif; font-size: 12px; margin-left: 6px; }}
+.steps .step-source {{ color: #555; font-family: sans-serif; font-size: 12px; margin-left: 6px; }}
 """
 
 CSS = f"""

@@ -196,6 +196,7 @@ def _own_counts(result: RunResult, steps: Sequence[Step]) -> None:
             row[1] += verified
             row[2] += min(s.accepted, verified)
     result.guess_sources = sources
+    result.guess_steps = [[list(s.proposed), s.source, s.padded] for s in steps]
 
 
 def _eos_ids(tokenizer, folder: Path) -> set[int]:
