@@ -106,44 +106,88 @@ def held_out_prompts(data: dict, name: str) -> list:
 
 # -- the blocks -----------------------------------------------------------------------------------
 
-FREE_DRAFT = "free-draft-headline-zen4-2026-12-06-d.json"
-LAUNCH = {"first": [f"first-launch-zen4-2026-12-07-mains-first-{i}.json" for i in (1, 2, 3)],
-          "no_profile": [f"first-launch-zen4-2026-12-07-no-profile-{i}.json" for i in (1, 2, 3)],
-          "second": [f"second-launch-zen4-2026-12-07-warmup-after-page-{i}.json" for i in (1, 2, 3)]}
+# The free-drafting headline of each CPU class (scripts/free_draft_headline.py), and the dated page
+# that tells that session's story.
+FREE_DRAFTS = {"zen4": ("free-draft-headline-zen4-2026-12-06-d.json",
+                        "docs/measurements/2026-12-06-2-zen4-free-drafting.md"),
+               "xeon-amx": ("free-draft-headline-xeon-amx-2026-12-07.json",
+                            "docs/measurements/2026-12-07-3-xeon-amx-launch-and-headline.md")}
+# The launches of each CPU class (scripts/time_launch.py), and the dated page that tells their story.
+LAUNCHES = {
+    "zen4": {"first": [f"first-launch-zen4-2026-12-07-mains-first-{i}.json" for i in (1, 2, 3)],
+             "no_profile": [f"first-launch-zen4-2026-12-07-no-profile-{i}.json" for i in (1, 2, 3)],
+             "second": [f"second-launch-zen4-2026-12-07-warmup-after-page-{i}.json" for i in (1, 2, 3)]},
+    "xeon-amx": {"first": [f"first-launch-xeon-amx-2026-12-07-profile-{i}.json" for i in (1, 2, 3)],
+                 "no_profile": [f"first-launch-xeon-amx-2026-12-07-no-profile-{i}.json" for i in (1, 2, 3)],
+                 "second": [f"second-launch-xeon-amx-2026-12-07-{i}.json" for i in (1, 2, 3)]},
+}
+LAUNCH_STORIES = {"zen4": "docs/measurements/2026-12-07-1-zen4-launch-profiles.md",
+                  "xeon-amx": "docs/measurements/2026-12-07-3-xeon-amx-launch-and-headline.md"}
 TEST_RUN = "test-suite-zen4-2026-12-07-final-clean-clone.json"  # scripts/time_suite.py on a clean clone
 # The current headline of each CPU class: fair mode (scripts/headline.py), race mode (scripts/race_headline.py).
-HEADLINES = {"zen4": ("headline-zen4-2026-12-07-fair.json", "race-headline-zen4-2026-12-07.json")}
+HEADLINES = {"zen4": ("headline-zen4-2026-12-07-fair.json", "race-headline-zen4-2026-12-07.json"),
+             "xeon-amx": ("headline-xeon-amx-2026-12-07-fair.json", "race-headline-xeon-amx-2026-12-07.json")}
+
+
+def free_draft_reading(data: dict) -> dict:
+    """A free-drafting record read as the README says it: the loop on the fastest plain
+    configuration's own weights (by median rate), the loop on any other weights, the best prompt."""
+    s, engines = data["summary"], data["engines"]
+    plains = [e for e in engines if e.startswith("plain_")]
+    fastest = max(plains, key=lambda e: s["rates"][e]["median"])
+    same = "free_draft_" + fastest.removeprefix("plain_").rsplit("_", 1)[0]
+    loops = [e for e in engines if e.startswith("free_draft_")]
+    return {"same": same, "format": same.removeprefix("free_draft_"),
+            "others": [e for e in loops if e != same],
+            "best_given": max(s[f"{e}_vs_fastest_plain_given"]["max"] for e in loops)}
 
 
 def free_drafting(root: Path) -> str:
-    s = record(FREE_DRAFT, root)["summary"]
+    clauses = []
+    for name, _ in FREE_DRAFTS.values():
+        data = record(name, root)
+        s, r = data["summary"], free_draft_reading(data)
+        others = "".join(f"{s[f'{e}_vs_fastest_plain_mix']['median']:.2f}× on {e.removeprefix('free_draft_')} "
+                         "weights; " for e in r["others"])
+        clauses.append(f"on a 2-core {cpu_class(data['machine'])} ({date_of(name)}) it ran "
+                       f"{s[r['same'] + '_vs_fastest_plain_mix']['median']:.2f}× the fastest plain configuration on "
+                       f"the same weights, {r['format']} ({others}up to {r['best_given']:.2f}× on copy-heavy prompts)")
     return ("A fourth method, **free drafting**, needs no second model: guesses from n-grams of the prompt and "
             "answer, a datastore of this machine's Python sources and the main model's own earlier predictions, "
-            "verified by the arena's own loop on OpenVINO Runtime (GenAI has no hook for such guesses); "
-            f"on a 2-core {cpu_class(record(FREE_DRAFT, root)['machine'])} it ran "
-            f"{s['free_draft_int4_channel_vs_fastest_plain_mix']['median']:.2f}× the fastest plain configuration on the "
-            f"same weights ({s['free_draft_int4_sym_vs_fastest_plain_mix']['median']:.2f}× on int4_sym weights, up to "
-            f"{s['free_draft_int4_sym_vs_fastest_plain_given']['max']:.2f}× on copy-heavy prompts; {date_of(FREE_DRAFT)}, "
-            f"held-out prompts, interleaved), short of the {FREE_DRAFT_TARGET}× it aims at "
-            "([docs/free-drafting.md](docs/free-drafting.md)).\n")
+            "verified by the arena's own loop on OpenVINO Runtime (GenAI has no hook for such guesses). "
+            + "; ".join(clauses)[0].upper() + "; ".join(clauses)[1:] + f". Held-out prompts, interleaved; the goal "
+            f"is {FREE_DRAFT_TARGET}× on the mix ([docs/free-drafting.md](docs/free-drafting.md)).\n")
+
+
+def launch_runs(root: Path) -> dict:
+    """{class words: {kind: [records]}} for every class in LAUNCHES, in its order."""
+    out = {}
+    for names in LAUNCHES.values():
+        runs = {kind: [record(n, root) for n in kind_names] for kind, kind_names in names.items()}
+        out[cpu_class(runs["first"][0]["machine"])] = runs
+    return out
+
+
+def per_class(launches: dict, kind: str, key: str) -> str:
+    """'53–58 s on an AMD EPYC Zen 4, 57–61 s on an Intel Xeon with AMX'."""
+    return ", ".join(f"{span([r[key] for r in runs[kind]], unit=' s')} on an {where}" for where, runs in launches.items())
 
 
 def launch(root: Path) -> str:
-    runs = {k: [record(n, root) for n in names] for k, names in LAUNCH.items()}
-    where = cpu_class(runs["first"][0]["machine"])
+    launches = launch_runs(root)
+    dates = sorted({date_of(names["first"][0]) for names in LAUNCHES.values()})
     return ("Then open http://127.0.0.1:7860. The first launch prepares the embedded pair from the installed PyPI "
-            "packages (no network), checks that OpenVINO runs it on this CPU, and loads it: "
-            f"the first race can start {span([r['first_token_s'] for r in runs['first']], unit=' s')} after the "
-            f"launch on an {where} ({date_of(LAUNCH['first'][0])}, {len(runs['first'])} launches on an empty cache, a visitor pressing "
-            f"Run at once). On a CPU class the project has measured (its profile ships in `demo/calibrate/profiles/`) "
-            f"it converts only the formats that profile chose, confirms its baseline here in {CONFIRM_PAIRS} paired samples, and "
-            f"says Ready when the chosen pair is loaded ({span([r['ready_s'] for r in runs['first']], unit=' s')} "
-            f"there); on another class it measures the machine once while visitors race "
-            f"({span([r['ready_s'] for r in runs['no_profile']], unit=' s')} there with `--no-profiles`) and prints "
-            f"the one command that turns the result into a new profile. A second launch: "
-            f"{span([r['ready_s'] for r in runs['second']], unit=' s')}. On a Hugging Face Space, turn on persistent "
-            "storage so a restart keeps all of that. Details: [docs/running.md](docs/running.md); every flag and "
-            "command: [docs/command-line.md](docs/command-line.md).\n")
+            "packages (no network), checks that OpenVINO runs it on this CPU, and loads it: the first race can start "
+            f"{per_class(launches, 'first', 'first_token_s')} ({', '.join(dates)}, 3 launches each on an empty "
+            "cache, a visitor pressing Run at once). On a CPU class the project has measured (its profile ships in "
+            "`demo/calibrate/profiles/`) it converts only the formats that profile chose, confirms its baseline here "
+            f"in {CONFIRM_PAIRS} paired samples, and says Ready when the chosen pair is loaded "
+            f"({per_class(launches, 'first', 'ready_s')}); on another class it measures the machine once while "
+            f"visitors race ({per_class(launches, 'no_profile', 'ready_s')} with `--no-profiles`) and prints the "
+            f"one command that turns the result into a new profile. A second launch: "
+            f"{per_class(launches, 'second', 'ready_s')}. On a Hugging Face Space, turn on persistent storage so a "
+            "restart keeps all of that. Details: [docs/running.md](docs/running.md); every flag and command: "
+            "[docs/command-line.md](docs/command-line.md).\n")
 
 
 def plain_words(headline: dict) -> str:
@@ -172,18 +216,20 @@ def headlines(root: Path):
 
 def running_launch(root: Path) -> str:
     """docs/running.md: the same launches as README's, with the log lengths an operator reads."""
-    runs = {k: [record(n, root) for n in names] for k, names in LAUNCH.items()}
-    lines = {k: [r["log_lines"] for r in v] for k, v in runs.items() if k != "second"}
-    return (f"Measured on an {cpu_class(runs['first'][0]['machine'])} ({date_of(LAUNCH['first'][0])}, a fresh cache, "
-            "a visitor pressing Run at once, `python scripts/time_launch.py EMPTY_DIR [--no-profiles]`, "
-            f"{len(runs['first'])} launches each): the first race "
-            f"{span([r['first_token_s'] for r in runs['first']], unit=' s')} after the launch with the profile, "
-            f"{span([r['first_token_s'] for r in runs['no_profile']], unit=' s')} without; Ready "
+    out = []
+    for (where, runs), names in zip(launch_runs(root).items(), LAUNCHES.values()):
+        lines = {k: [r["log_lines"] for r in v] for k, v in runs.items() if k != "second"}
+        out.append(
+            f"Measured on an {where} ({date_of(names['first'][0])}, a fresh cache, a visitor pressing Run at once, "
+            f"`python scripts/time_launch.py EMPTY_DIR [--no-profiles]`, {len(runs['first'])} launches each): the "
+            f"first race {span([r['first_token_s'] for r in runs['first']], unit=' s')} after the launch with the "
+            f"profile, {span([r['first_token_s'] for r in runs['no_profile']], unit=' s')} without; Ready "
             f"{span([r['ready_s'] for r in runs['first']], unit=' s')} with the profile, "
             f"{span([r['ready_s'] for r in runs['no_profile']], unit=' s')} without; "
             f"{span(lines['first'])} log lines with it, {span(lines['no_profile'])} without; a second launch "
             f"{span([r['ready_s'] for r in runs['second']], unit=' s')} to Ready. The records: "
-            + ", ".join(f"`bench-results/{n}`" for names in LAUNCH.values() for n in names) + ".\n")
+            + ", ".join(f"`bench-results/{n}`" for kind in names.values() for n in kind) + ".")
+    return "\n\n".join(out) + "\n"
 
 
 def per_cpu(root: Path) -> str:
@@ -204,6 +250,10 @@ def per_cpu(root: Path) -> str:
                      f"{built.get('binding', 'its Python binding')} {built.get('version', '')} around llama.cpp's C "
                      f"kernels, reading the original GGUF's {reads['llama.cpp']['main'] / 1e9:.2f} GB a token where "
                      f"the baseline reads {reads['baseline']['main'] / 1e9:.2f} GB)")
+        if "speculative_vs_llama.cpp_q4_0" in c:  # the same kernels reading about the int4 IR's bytes
+            text += (f", {times(c['speculative_vs_llama.cpp_q4_0']['ratio'])} llama.cpp on its own Q4_0 "
+                     f"requantization of that GGUF ({s['llama.cpp_q4_0']['decode_tok_s']['median']:.1f} tok/s, "
+                     f"{fair['weights_bytes_per_token']['llama.cpp_q4_0']['main'] / 1e9:.2f} GB a token)")
         r = race["summary"]
         text += (f". In race mode (both at once, the page's default; the baseline there is "
                  f"{race['labels']['baseline']}) the page read **{times(r['speedup'])}** over {r['speedup']['n']} races "
@@ -270,41 +320,48 @@ def benchmarks_headlines(root: Path) -> str:
 
 
 def benchmarks_free_drafting(root: Path) -> str:
-    data = record(FREE_DRAFT, root)
-    s = data["summary"]
-    rows = ["| engine | tok/s (median) | ÷ the fastest plain: mix / new / given | ÷ llama.cpp: mix / new / given |",
-            "|---|---|---|---|"]
-    for engine in data["engines"]:
-        cells = []
-        for against in ("fastest_plain", "llama_cpp"):
-            keys = [f"{engine}_vs_{against}_{part}" for part in ("mix", "new", "given")]
-            cells.append(" / ".join(f"{s[k]['median']:.2f}×" for k in keys) if keys[0] in s else "—")
-        rows.append(f"| {data['labels'][engine]} | {s['rates'][engine]['median']:.1f} | {cells[0]} | {cells[1]} |")
-    predicted = s["free_draft_int4_channel_replay_predicted_mix"]["median"]
-    return (f"{flags_line(data['machine'])}; {date_of(FREE_DRAFT)}. The own loop on OpenVINO Runtime with near-free "
-            f"guesses and a gate on measured costs ([docs/free-drafting.md](docs/free-drafting.md)); "
-            f"`bench-results/{FREE_DRAFT}`, {len(data['prompts'])} held-out prompts (new code and given code), "
-            f"{data['rounds']} rounds, every engine interleaved, decode rates paired at equal token counts:\n\n"
-            + "\n".join(rows) + f"\n\nThe replay predicted {predicted:.2f}× for the int4_channel loop on the mix; the "
-            f"goal was {FREE_DRAFT_TARGET}×. The whole session, and why the goal was not reached: "
-            "[docs/measurements/2026-12-06-2-zen4-free-drafting.md](docs/measurements/2026-12-06-2-zen4-free-drafting.md).")
+    out = []
+    for name, story in FREE_DRAFTS.values():
+        data = record(name, root)
+        s, r = data["summary"], free_draft_reading(data)
+        rows = ["| engine | tok/s (median) | ÷ the fastest plain: mix / new / given | ÷ llama.cpp: mix / new / given |",
+                "|---|---|---|---|"]
+        for engine in data["engines"]:
+            cells = []
+            for against in ("fastest_plain", "llama_cpp"):
+                keys = [f"{engine}_vs_{against}_{part}" for part in ("mix", "new", "given")]
+                cells.append(" / ".join(f"{s[k]['median']:.2f}×" for k in keys) if keys[0] in s else "—")
+            rows.append(f"| {data['labels'][engine]} | {s['rates'][engine]['median']:.1f} | {cells[0]} | {cells[1]} |")
+        predicted = s[f"{r['same']}_replay_predicted_mix"]["median"]
+        out.append(
+            f"#### {cpu_class(data['machine'])} ({date_of(name)})\n\n{flags_line(data['machine'])}. The own loop on "
+            "OpenVINO Runtime with near-free guesses and a gate on measured costs "
+            f"([docs/free-drafting.md](docs/free-drafting.md)); `bench-results/{name}`, {len(data['prompts'])} held-out "
+            f"prompts (new code and given code), {data['rounds']} rounds, every engine interleaved, decode rates "
+            "paired at equal token counts:\n\n" + "\n".join(rows)
+            + f"\n\nThe replay predicted {predicted:.2f}× for the {r['format']} loop on the mix; the goal is "
+            f"{FREE_DRAFT_TARGET}×. The whole session: [{story}]({story}).")
+    return "\n\n".join(out)
 
 
 def benchmarks_launch(root: Path) -> str:
-    rows = ["| launch | record | first tokens | Ready | log lines |", "|---|---|---|---|---|"]
     what = {"first": "first launch, with its class's profile", "no_profile": "first launch, `--no-profiles`",
             "second": "second launch"}
-    for kind, names in LAUNCH.items():
-        for name in names:
-            run = record(name, root)
-            first = f"{run['first_token_s']:.1f} s" if run.get("first_token_s") else "—"
-            rows.append(f"| {what[kind]} | `{name}` | {first} | {run['ready_s']:.1f} s | {run['log_lines']} |")
-    machine = record(LAUNCH["first"][0], root)["machine"]
-    return (f"{flags_line(machine)}. A fresh cache and a visitor pressing Run at once "
-            "(`python scripts/time_launch.py EMPTY_DIR --json OUT [--no-profiles]`; a second launch on the cache the "
-            "first one left):\n\n" + "\n".join(rows) + "\n\nEvery launch of that day, the variants tried and why "
-            "the goals were not reached: [docs/measurements/2026-12-07-1-zen4-launch-profiles.md]"
-            "(docs/measurements/2026-12-07-1-zen4-launch-profiles.md).")
+    out = []
+    for tag, names in LAUNCHES.items():
+        rows = ["| launch | record | first tokens | Ready | log lines |", "|---|---|---|---|---|"]
+        for kind, kind_names in names.items():
+            for name in kind_names:
+                run = record(name, root)
+                first = f"{run['first_token_s']:.1f} s" if run.get("first_token_s") else "—"
+                rows.append(f"| {what[kind]} | `{name}` | {first} | {run['ready_s']:.1f} s | {run['log_lines']} |")
+        machine = record(names["first"][0], root)["machine"]
+        story = LAUNCH_STORIES[tag]
+        out.append(f"#### {cpu_class(machine)} ({date_of(names['first'][0])})\n\n{flags_line(machine)}. A fresh cache and "
+                   "a visitor pressing Run at once (`python scripts/time_launch.py EMPTY_DIR --json OUT "
+                   "[--no-profiles]`; a second launch on the cache the first one left):\n\n" + "\n".join(rows)
+                   + f"\n\nEvery launch of that day, the variants tried and what was reached: [{story}]({story}).")
+    return "\n\n".join(out)
 
 
 BLOCKS: dict[str, Callable[[Path], str]] = {

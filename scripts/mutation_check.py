@@ -1276,6 +1276,23 @@ MUTATIONS = [
         "            if cancelled_at is not None and now - cancelled_at > self._stop_grace():",
         ("tests/test_child_side.py::test_a_side_stopped_mid_step_is_waited_for_not_killed_however_slow_the_step",),
     ),
+    Mutation(
+        "free drafting: the step view's record one step off",
+        "the own loop's record of its guesses is shifted against the chunks, so each step shows another's guesses",
+        "demo/engine/steps.py",
+        "    steps = check_steps(chunk_ids[1:], [guessed for guessed, _, _ in result.guess_steps[1:]])",
+        "    steps = check_steps(chunk_ids[1:], [guessed for guessed, _, _ in result.guess_steps[:-1]])",
+        ("tests/test_verify_loop.py::test_a_step_record_that_disagrees_with_the_run_shows_as_differing",
+         "tests/test_verify_loop.py::test_a_race_with_free_drafting_runs_through_the_arena"),
+    ),
+    Mutation(
+        "chat: a conversation changes method mid-way",
+        "a chat's later turn races another speculative method, so its per-turn speedups compare unlike runs",
+        "demo/engine/chat.py",
+        "        if self.method is not None and self.turns and method != self.method:",
+        "        if False:",
+        ("tests/test_chat.py::test_a_chat_keeps_its_speculative_method",),
+    ),
 ]
 
 

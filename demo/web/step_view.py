@@ -124,7 +124,8 @@ def steps_html(report=None, note: str = "") -> str:
     else:
         head = (f"{n} main-model step{'s' if n != 1 else ''} after the first. The draft's guesses were reconstructed "
                 f"after the race by running the draft alone; they match what the run kept on {n - differ} of {n}")
-    head += f" ({differ} differ: other kernels round differently)." if differ else "."
+    why = "the record disagrees with the streamed tokens" if report.recorded else "other kernels round differently"
+    head += f" ({differ} differ: {why})." if differ else "."
     if not report.complete:
         head += " Stopped before the last step (time limit or Stop): the steps so far."
     legend = ('<span class="tok tok-accepted">kept</span> <del>thrown away</del> '
