@@ -203,6 +203,7 @@ def headline_command(name: str, data: dict) -> str:
     """The command that measured a fair headline record (its extra plain configurations from its engines)."""
     plains = [e.removeprefix("plain_").rsplit("_", 1) for e in data["labels"] if e.startswith("plain_")]
     flags = "".join(f" --plain {fmt}@{attention}" for fmt, attention in plains)
+    flags += " --llamacpp-same-bytes" if "llama.cpp_q4_0" in data["labels"] else ""
     return f"python scripts/headline.py --rounds {data['rounds']}{flags} --json bench-results/{name}"
 
 
