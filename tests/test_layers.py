@@ -315,7 +315,7 @@ LONG_FUNCTIONS: dict[str, tuple[int, str]] = {
     "demo/bench/load.py:run_load": (103, "the load test's rotation with its resume points; lab code (issue 60)"),
     "demo/calibrate/measure.py:pipeline_overhead": (101, "one stage child's timing loop over K, interleaved "
                                                          "with the baseline; its state lives in the child"),
-    "demo/web/chat_tab.py:build": (93, "a tab's layout and handlers in one Blocks context"),
+    "demo/web/chat_tab.py:build": (85, "a tab's layout and handlers in one Blocks context"),
     "demo/calibrate/plain.py:plain_rates": (88, "one stage child's interleaved rotation of plain pipelines"),
     "demo/web/recordings_tab.py:build": (86, "a tab's layout and handlers in one Blocks context"),
     "demo/calibrate/stages.py:measure_main": (86, "one stage child: a main's curves, answers and reads, resumable"),

@@ -105,6 +105,22 @@ def _row(label: str, base: chat.Totals, spec: chat.Totals, attrs: str) -> str:
     return f"<tr {attrs}{data}>" + "".join(f"<td>{html.escape(c)}</td>" for c in cells) + "</tr>"
 
 
+def chat_settings(arena, names: list, default: str, kiosk: bool) -> tuple:
+    """The chat's Settings (hidden in a kiosk): pair, answer length, K, method."""
+    with gr.Accordion("Settings", open=False, visible=not kiosk, elem_id="chat-settings"):
+        with gr.Row():
+            preset = gr.Dropdown(names, value=default, label="Model pair (preset; New chat to change it)",
+                                 elem_id="chat-preset")
+            max_new = gr.Slider(16, chat.MAX_NEW_TOKENS, value=96, step=16, label="Max new tokens per answer",
+                                elem_id="chat-max-new-tokens")
+            k = gr.Slider(1, MAX_ASSISTANT_TOKENS, value=min(arena.default_assistant_tokens(default),
+                                                             MAX_ASSISTANT_TOKENS),
+                          step=1, label="Assistant tokens (guesses per step)", elem_id="chat-k")
+        method = gr.Radio(list(METHODS), value=method_label(arena.presets.get(default)),
+                          label="Speculative method (New chat to change it)", elem_id="chat-method")
+    return preset, max_new, k, method
+
+
 def build(arena, race_handlers: int, kiosk: bool = False, door=None) -> None:
     from .visitors import QueueDoor, VisitorIds
 
@@ -131,17 +147,7 @@ def build(arena, race_handlers: int, kiosk: bool = False, door=None) -> None:
                 panes[side] = gr.HTML(pane_html(chat.Conversation(), side), elem_id=f"chat-{side}")
                 stats[side] = gr.HTML(render.stats_html(None), elem_id=f"chat-{side}-stats")
     turns = gr.HTML("", elem_id="chat-turns")
-    with gr.Accordion("Settings", open=False, visible=not kiosk, elem_id="chat-settings"):
-        with gr.Row():
-            preset = gr.Dropdown(names, value=default, label="Model pair (preset; New chat to change it)",
-                                 elem_id="chat-preset")
-            max_new = gr.Slider(16, chat.MAX_NEW_TOKENS, value=96, step=16, label="Max new tokens per answer",
-                                elem_id="chat-max-new-tokens")
-            k = gr.Slider(1, MAX_ASSISTANT_TOKENS, value=min(arena.default_assistant_tokens(default),
-                                                             MAX_ASSISTANT_TOKENS),
-                          step=1, label="Assistant tokens (guesses per step)", elem_id="chat-k")
-        method_radio = gr.Radio(list(METHODS), value=method_label(arena.presets.get(default)),
-                                label="Speculative method (New chat to change it)", elem_id="chat-method")
+    preset, max_new, k, method_radio = chat_settings(arena, names, default, kiosk)
     outputs = [panes[side] for side in SIDES] + [stats[side] for side in SIDES] + [turns, status, message]
 
     def view(conv, status_text: str, placeholder: str = "", sides=SIDES, clear_message: bool = False) -> list:
