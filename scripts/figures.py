@@ -178,7 +178,8 @@ def launch(root: Path) -> str:
     dates = sorted({date_of(names["first"][0]) for names in LAUNCHES.values()})
     return ("Then open http://127.0.0.1:7860. The first launch prepares the embedded pair from the installed PyPI "
             "packages (no network), checks that OpenVINO runs it on this CPU, and loads it: the first race can start "
-            f"{per_class(launches, 'first', 'first_token_s')} ({', '.join(dates)}, 3 launches each on an empty "
+            f"{per_class(launches, 'first', 'first_token_s')} ({', '.join(dates)}, "
+            f"{span([len(runs['first']) for runs in launches.values()])} launches each on an empty "
             "cache, a visitor pressing Run at once). On a CPU class the project has measured (its profile ships in "
             "`demo/calibrate/profiles/`) it converts only the formats that profile chose, confirms its baseline here "
             f"in {CONFIRM_PAIRS} paired samples, and says Ready when the chosen pair is loaded "
