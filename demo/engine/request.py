@@ -69,10 +69,14 @@ class Summary:
                    sources=sources_words(guess_sources) if own else None, baseline_note=baseline_note)
 
 
+# The own verify loop's drafters (engine/verify_loop/interfaces.py), as the summary and the step view name them.
+SOURCE_NAMES = {"prompt": "the prompt and answer", "datastore": "the datastore of code",
+                "recycled": "the main model's earlier predictions"}
+
+
 def sources_words(sources: dict) -> str:
     """'guesses from: the prompt and answer 12 steps (18 of 25 kept), …' (RunResult.guess_sources)."""
-    names = {"prompt": "the prompt and answer", "datastore": "the datastore of code",
-             "recycled": "the main model's earlier predictions"}
+    names = SOURCE_NAMES
     if not sources:
         return "no step drafted: on this answer the gate found no guess that would pay on this machine"
     parts = [f"{names.get(src, src)} {steps} step{'s' if steps != 1 else ''} ({kept} of {verified} kept)"

@@ -14,6 +14,7 @@ from typing import Optional, Sequence
 from ..core.acceptance import AcceptanceCurve, Payoff, curve_of_chunks, payoff
 from ..core.errors import DemoError
 from ..core.streaming import SIDES, SPECULATIVE
+from ..engine.request import SOURCE_NAMES
 from . import render
 from .lanes import Throttle
 from .render import SPINNER
@@ -90,11 +91,6 @@ def _token(text: str) -> str:
     return render.esc(text.replace("\n", "↵"))
 
 
-# The own verify loop's drafters (engine/verify_loop/interfaces.py), as a step names them.
-SOURCE_WORDS = {"prompt": "from the prompt and answer", "datastore": "from the datastore of code",
-                "recycled": "the main model's earlier prediction"}
-
-
 def steps_html(report=None, note: str = "") -> str:
     """The step view (demo.engine.steps.StepReport), or one sentence (`note`) instead."""
     if report is None:
@@ -113,7 +109,8 @@ def steps_html(report=None, note: str = "") -> str:
         label = "" if s.matches else ('<span class="differs-label">'
                                       f'{"recorded" if report.recorded else "reconstructed"}; differs from the run</span>')
         if report.recorded:  # the own loop: which drafter guessed, or a plain step
-            label = f'<span class="step-source">{render.esc(SOURCE_WORDS.get(s.source, "no guess"))}</span>' + label
+            source = f"from {SOURCE_NAMES[s.source]}" if s.source in SOURCE_NAMES else "no guess"
+            label = f'<span class="step-source">{render.esc(source)}</span>' + label
         items.append(f'<li class="{"" if s.matches else "differs"}" data-kept="{s.kept}" '
                      f'data-agreed="{s.agreed}" data-matches="{str(s.matches).lower()}" '
                      f'data-source="{render.esc(s.source or "")}">{"".join(parts)}{label}</li>')
