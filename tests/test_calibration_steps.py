@@ -66,6 +66,24 @@ def test_a_race_holds_the_baseline_main_too_and_what_does_not_fit_is_refused():
         calibration.fitting(s, calibration.candidates_for(s, f, "race", lambda pair: None))
 
 
+def test_weight_files_too_big_for_the_budget_are_refused_before_any_stage(tmp_path):
+    folders = {}
+    for (role, fmt), size in {("main", "m"): 600, ("main", "n"): 900, ("draft", "d"): 500}.items():
+        (tmp_path / fmt).mkdir()
+        (tmp_path / fmt / "openvino_model.bin").write_bytes(b"\0" * size)
+        folders[(role, fmt)] = tmp_path / fmt
+    stages = FakeStages()
+    for budget, refused in ((1099, True), (1100, False)):  # the smallest main (600) and draft (500)
+        s = setup(stages, budget=budget)
+        s.folders = folders
+        if refused:
+            with pytest.raises(DemoError, match="fits in"):
+                calibration.refuse_when_no_pair_can_fit(s)
+        else:
+            calibration.refuse_when_no_pair_can_fit(s)
+    assert stages.names == []
+
+
 def test_each_mode_s_baseline_rate_is_the_one_it_ran_at():
     stages = FakeStages(race_baseline_rates=(30.0, 32.0))
     chosen = calibration.choose(setup(stages), found())

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from demo.calibrate import calibration
+from demo.calibrate.plan import Plan
 from demo.core import isolation
 from demo.core.errors import DemoError
 from demo.core.quiet_log import QuietLog
@@ -27,6 +28,10 @@ from .conftest import SMOLLM2, _free_port
 
 STAND_INS = "tests.native_stand_ins"
 PROMPT = "Write a Python function that reverses a string."
+# These calibrations are about crashes and resuming, not measuring: every stage of the full
+# plan runs, each on the fewest samples it takes (the full plan's took 96 s of one test).
+QUICK = Plan("quick", repeats=2, draft_repeats=3, overhead_prompts=1, overhead_new_tokens=16, overhead_at_k1=False,
+             plain_rounds=2, plain_prompts=1, plain_new_tokens=8)
 
 
 # -- the child process ----------------------------------------------------------------
@@ -251,7 +256,7 @@ def test_calibration_skips_a_crashing_format_and_resumes_after_an_interruption(o
     # however fast or slow this machine measures it.
     monkeypatch.setenv("NO_PRUNING", "1")
     kw = dict(main_formats=["gguf", "int4_sym"], draft_formats=["gguf"], k_max=2, max_new_tokens=16,
-              prompts=[PROMPT], stages_module=STAND_INS)
+              prompts=[PROMPT], stages_module=STAND_INS, plan=QUICK)
 
     with pytest.raises(DemoError, match="interrupted by the test"):
         calibration.calibrate(preset, store, slot=interrupt_at("timing a real speculative pipeline"), **kw)
@@ -287,7 +292,7 @@ def test_a_draft_format_that_crashes_leaves_the_others_measured_in_turn(own_cach
     with pytest.raises(DemoError, match="interrupted by the test"):
         calibration.calibrate(preset, store, slot=interrupt_at("measuring the main model"), main_formats=["gguf"],
                               draft_formats=["gguf", "int4_sym"],
-                              k_max=2, max_new_tokens=16, prompts=[PROMPT], stages_module=STAND_INS)
+                              k_max=2, max_new_tokens=16, prompts=[PROMPT], stages_module=STAND_INS, plan=QUICK)
     assert log.read_text().splitlines() == [f"{int4.name}|{race_threads()}"]
     saved = json.loads(calibration_store.stages_path(store, preset.name, calibration_store.fingerprint(preset, store)).read_text())
     steps = {fmt: set(m["step_s"]) for fmt, m in saved["stages"]["drafts"].items()}
@@ -310,7 +315,7 @@ def test_without_the_original_weights_running_calibration_says_quality_went_unre
     with pytest.raises(DemoError, match="interrupted by the test"):
         calibration.calibrate(preset, store, slot=interrupt_at("timing the main model alone"), report=messages.append,
                               main_formats=["gguf", "int4_sym"], draft_formats=["int4_sym"], k_max=2,
-                              max_new_tokens=16, prompts=[PROMPT], stages_module=STAND_INS)
+                              max_new_tokens=16, prompts=[PROMPT], stages_module=STAND_INS, plan=QUICK)
     assert "the original GGUF main did not run here: no format's quality was read against it" in messages, messages
 
 

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 from dataclasses import asdict
 from typing import Callable, Optional, Sequence
 
@@ -131,6 +132,7 @@ def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMA
         report(f"resuming calibration: {stages.resumed} stages were measured before a restart")
     s = Setup(preset, store, main_formats, draft_formats, k_max, texts, max_new_tokens,
               budget_bytes() if budget is None else budget, plan, threads, folders, stages, report, stop, race_pair)
+    refuse_when_no_pair_can_fit(s)
     found = Found(drafts=measure_drafts(s))
     measure_mains(s, found)
     choose_precision_and_quality(s, found)
@@ -143,6 +145,20 @@ def calibrate(preset, store, *, main_formats: Sequence[str] = DEFAULT_MAIN_FORMA
 
 
 # -- the steps, in order ------------------------------------------------------------------
+
+def refuse_when_no_pair_can_fit(s: Setup) -> None:
+    """Before measuring anything: a loaded model holds at least its weight file, so when the
+    smallest main's and the smallest draft's files together exceed the budget, no pair can
+    fit and minutes of measuring would end in the same sentence (choose_precision_and_quality
+    refuses later on the measured sizes)."""
+    def weight_bytes(folder) -> int:
+        return sum(f.stat().st_size for f in Path(folder).glob("openvino_model.bin"))
+
+    smallest = [min(weight_bytes(folder) for (r, _), folder in s.folders.items() if r == role)
+                for role in ("main", "draft")]
+    if sum(smallest) > s.budget:
+        raise s.no_room()
+
 
 def check_calibratable(preset) -> None:
     if preset.draft is None:
