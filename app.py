@@ -23,7 +23,7 @@ from demo.web.visitors import VisitorIds
 
 def make_demo(preset=None, models=None, cache_dir=None, allow_downloads=False, bench=True, warm=True,
               calibrate=False, report=lambda message: None, kiosk=False, idle_seconds=45.0, keep_prompts=False,
-              trust_forwarded_for=False, visitors_per_address=1, profiles=True):
+              trust_forwarded_for=False, visitors_per_address=1, profiles=True, arena=None):
     """Build the page; with `warm`, start preparing and loading the default pair right away.
 
     `kiosk`: large type, settings hidden, and an attract loop that races the preset's next
@@ -31,9 +31,11 @@ def make_demo(preset=None, models=None, cache_dir=None, allow_downloads=False, b
     visitors' prompt text on the scoreboard (otherwise only "visitor"); `trust_forwarded_for`:
     a reverse proxy of the operator's sets X-Forwarded-For, so it names each visitor's address;
     `visitors_per_address`: how many visitors one address stands for (a venue behind one NAT);
-    `profiles`: a launch on a CPU class with a profile confirms it instead of measuring whole.
+    `profiles`: a launch on a CPU class with a profile confirms it instead of measuring whole;
+    `arena`: the engine to serve instead of one made from `models` and `cache_dir` (the page's
+    tests hand in one whose pipelines are scripted: tests/scripted_pipelines.py).
     """
-    arena = Arena.create(models, cache_dir, allow_downloads=allow_downloads)
+    arena = arena if arena is not None else Arena.create(models, cache_dir, allow_downloads=allow_downloads)
     if preset is not None:
         arena.presets.get(preset)  # an unknown name fails here, with the list of choices
         arena.presets = arena.presets.model_copy(update={"default": preset})

@@ -43,32 +43,6 @@ FAST = (
 )
 
 
-def pytest_configure(config):
-    _keep_this_worker_to_cores_of_its_own()
-
-
-def _keep_this_worker_to_cores_of_its_own() -> None:
-    """Under pytest-xdist (scripts/test.sh: one worker per core) this worker and all it starts
-    (OpenVINO's threads, the sides' children, Chromium) keep to cores of its own. Two workers
-    each given every core made OpenVINO's threads wait on each other: two SmolLM2 generation
-    loops at once took 36.5 s with both cores each and 27 s with one core each (Xeon with AMX,
-    2026-12-08; one alone, both cores: 21.4 s). A worker then sees a one-core machine, as
-    `taskset` gives one. SPECDEC_TEST_PIN=0 turns it off."""
-    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
-    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
-    if not worker.startswith("gw") or count < 2 or os.environ.get("SPECDEC_TEST_PIN") == "0":
-        return
-    cores = sorted(os.sched_getaffinity(0))
-    if len(cores) < count:
-        return
-    own = {core for i, core in enumerate(cores) if i % count == int(worker[2:]) % count}
-    for thread in os.listdir("/proc/self/task"):  # threads started before this one too
-        try:
-            os.sched_setaffinity(int(thread), own)
-        except OSError:
-            pass
-
-
 def pytest_collection_modifyitems(items):
     for item in items:
         if item.nodeid.startswith(FAST):
@@ -187,8 +161,9 @@ def engine_runs():
     the prompt, the settings, each delivered chunk with its perf_counter time, the RunResult,
     and when its stop flag was raised (stop_set_at, perf_counter; None while it is not).
 
-    A spy on the run method of both runner classes (OpenVINORunner, and ChildSide, the arena's
-    side in a child process, seen from the app's side of its pipe), on the class, so pipelines
+    A spy on the run method of the runner classes (OpenVINORunner, ChildSide, the arena's side
+    in a child process, seen from the app's side of its pipe, and the page tests' ScriptedSide,
+    tests/scripted_pipelines.py), on the class, so pipelines
     loaded later are covered too: it changes nothing, so a page test can compare what the page
     shows with what OpenVINO did.
     """
@@ -198,6 +173,7 @@ def engine_runs():
 
     from demo.engine.child_side import ChildSide
     from demo.engine.openvino_runner import OpenVINORunner
+    from tests.scripted_pipelines import ScriptedSide
 
     runs: list = []
 
@@ -229,6 +205,6 @@ def engine_runs():
         return run
 
     with pytest.MonkeyPatch.context() as mp:
-        for cls in (OpenVINORunner, ChildSide):
+        for cls in (OpenVINORunner, ChildSide, ScriptedSide):
             mp.setattr(cls, "run", spy(cls.run))
         yield runs

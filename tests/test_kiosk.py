@@ -1,8 +1,9 @@
 """Kiosk mode in Debian's headless Chromium: large type, no settings, and an attract loop
 that races the preset's examples by itself and gives way to a visitor at once.
 
-What the loop did is judged where the tokens are made (the engine_runs spy on the real
-OpenVINO runner) and on the scoreboard database, read with sqlite3.
+What the loop did is judged where the tokens are made (the engine_runs spy on the runners) and
+on the scoreboard database, read with sqlite3. The loop is the page's, so the pipelines are
+scripted (tests/scripted_pipelines.py): the real arena, admission and page, no OpenVINO.
 """
 
 import time
@@ -11,6 +12,7 @@ import pytest
 
 from .booth_helpers import ARTIFACTS, browser_page, db_rows, require_browser, running, scratch_cache, wait_ready
 from .conftest import SMOLLM2, steps_after_stop
+from .scripted_pipelines import scripted_arena
 
 pytestmark = pytest.mark.browser
 require_browser()
@@ -22,7 +24,8 @@ VISITOR_PROMPT = "Tell me a fun fact about octopuses."
 @pytest.fixture(scope="module")
 def kiosk(session_store, smollm2_ir, tmp_path_factory, engine_runs):
     cache = scratch_cache(session_store, tmp_path_factory.mktemp("kiosk") / "cache")
-    with running(cache, kiosk=True, idle_seconds=IDLE_S) as demo, browser_page(demo.local_url, (1280, 900)) as page:
+    with running(cache, kiosk=True, idle_seconds=IDLE_S, arena=scripted_arena(cache)) as demo, \
+            browser_page(demo.local_url, (1280, 900)) as page:
         yield demo, page, cache
 
 

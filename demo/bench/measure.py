@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
@@ -18,6 +19,7 @@ from ..core.machine import machine_info, versions
 from ..core.metrics import compare
 from ..core.settings import GenerationSettings, PipelineOptions, cpu_cores, race_threads
 from ..core.streaming import BASELINE, SPECULATIVE
+from ..models.presets import Preset
 from .curves import add_curves, sample_curve
 from .plan import METHOD_LABELS, MODES, Config, normalize_modes, weights_label
 from .report import aggregate
@@ -66,8 +68,6 @@ def run_bench(
     only one pipeline pair loaded at a time. Setting `stop`, or Ctrl-C, ends the
     measurement early: the result then holds what was measured, with `interrupted` True.
     """
-    from ..engine.arena import how_it_ran, threads_for
-
     started = time.time()
     modes = normalize_modes(modes)
     if repeat < 1:
@@ -77,149 +77,199 @@ def run_bench(
         raise DemoError("No prompts to run; choose at least one prompt class.")
     if arena is None:
         arena = _make_arena(models, cache_dir)
-    preset_obj = arena.presets.get(preset)
-    ks = list(dict.fromkeys(assistant_tokens or [arena.default_assistant_tokens(preset_obj.name)]))
-    # `methods` as asked; else a draft model's or a head's method (Preset.default_method), then
-    # prompt lookup if asked
-    if methods:
-        methods = list(dict.fromkeys(methods))
-    else:
-        methods = ([preset_obj.default_method] if preset_obj.draft is not None else []) + (["prompt_lookup"] if prompt_lookup else [])
-    if tree is not None and "eagle3" not in methods:
-        raise DemoError(f"Tree drafting (--tree) needs an EAGLE-3 head, and the draft of {preset_obj.name!r} is not one; "
-                        "choose a preset whose draft is a head, or leave --tree out.")
+    plan = _Plan(arena.presets.get(preset), modes, [], [], chosen, list(dict.fromkeys(formats or [(None, None)])),
+                 repeat, max_new_tokens, exact, tree, race_thread_count)
+    plan.ks = list(dict.fromkeys(assistant_tokens or [arena.default_assistant_tokens(plan.preset.name)]))
+    plan.methods = _methods(plan, methods, prompt_lookup)
+    result = _header(plan, started, limit_prompts)
+    counter = _Counter(progress, len(plan.configs()) * plan.per_config)
+    stop = stop or threading.Event()
+    try:
+        for fmt in plan.format_pairs:
+            _measure_weights(arena, plan, fmt, result, counter, stop)
+    except (KeyboardInterrupt, _Stopped):
+        result["interrupted"] = True
+    _raise_when_nothing_ran(result)
+    finished = time.time()
+    result["finished_at"] = _iso(finished)
+    result["duration_s"] = round(finished - started, 3)
+    result["aggregates"] = add_curves(aggregate(result["samples"]), result["samples"])
+    return BenchResult.model_validate(result)  # built as its JSON form, checked against the model
 
-    def settings_for(method: str, k: int) -> GenerationSettings:
-        b, d = tree if tree is not None and method == "eagle3" else (None, None)
-        return GenerationSettings(max_new_tokens=max_new_tokens, method=method, assistant_tokens=k,
+
+@dataclass
+class _Plan:
+    """What one benchmark runs: every weights × mode × method × K, each prompt `repeat` times."""
+
+    preset: Preset
+    modes: list
+    methods: list
+    ks: list
+    prompts: list
+    format_pairs: list
+    repeat: int
+    max_new_tokens: int
+    exact: bool
+    tree: Optional[tuple[int, int]]
+    race_thread_count: Optional[int]
+
+    @property
+    def per_config(self) -> int:
+        return 1 + len(self.prompts) * self.repeat  # one warm-up, then every prompt × repeat
+
+    def configs(self) -> list:
+        return [Config(m, meth, k, weights_label(f)) for f in self.format_pairs for m in self.modes
+                for meth in self.methods for k in self.ks]
+
+    def settings(self, method: str, k: int) -> GenerationSettings:
+        b, d = self.tree if self.tree is not None and method == "eagle3" else (None, None)
+        return GenerationSettings(max_new_tokens=self.max_new_tokens, method=method, assistant_tokens=k,
                                   branching_factor=b, tree_depth=d).validated()
 
-    for k in ks:  # every K checked before anything loads (with a tree: at least its depth, at most its guesses)
-        for method in methods:
-            settings_for(method, k)
-    if not methods:
-        raise DemoError(f"Preset {preset_obj.name!r} has no draft model; add --prompt-lookup to measure prompt lookup.")
-    format_pairs = list(dict.fromkeys(formats or [(None, None)]))
-    configs = [Config(m, meth, k, weights_label(f)) for f in format_pairs for m in modes for meth in methods
-               for k in ks]
-    per_config = 1 + len(chosen) * repeat  # one warm-up, then every prompt × repeat
-    total = len(configs) * per_config
-    stop = stop or threading.Event()
 
-    result: dict = {
+class _Counter:
+    """Runs done of the total (warm-ups included), for `progress`."""
+
+    def __init__(self, progress: Progress, total: int):
+        self.progress, self.total, self.done = progress, total, 0
+
+    def __call__(self, message: str) -> None:
+        self.progress(self.done, self.total, message)
+
+
+def _methods(plan: _Plan, methods: Optional[Sequence[str]], prompt_lookup: bool) -> list:
+    """`methods` as asked; else a draft model's or a head's method (Preset.default_method), then
+    prompt lookup if asked; every K checked against each before anything loads (with a tree:
+    at least its depth, at most its guesses)."""
+    preset = plan.preset
+    if methods:
+        chosen = list(dict.fromkeys(methods))
+    else:
+        chosen = ([preset.default_method] if preset.draft is not None else []) + (["prompt_lookup"] if prompt_lookup else [])
+    if plan.tree is not None and "eagle3" not in chosen:
+        raise DemoError(f"Tree drafting (--tree) needs an EAGLE-3 head, and the draft of {preset.name!r} is not one; "
+                        "choose a preset whose draft is a head, or leave --tree out.")
+    for k in plan.ks:
+        for method in chosen:
+            plan.settings(method, k)
+    if not chosen:
+        raise DemoError(f"Preset {preset.name!r} has no draft model; add --prompt-lookup to measure prompt lookup.")
+    return chosen
+
+
+def _header(plan: _Plan, started: float, limit_prompts: Optional[int]) -> dict:
+    preset = plan.preset
+    return {
         "bench_version": 1,
         "started_at": _iso(started),
         "machine": machine_info(),
         "versions": versions(),
         "preset": {
-            "name": preset_obj.name,
-            "description": preset_obj.description,
-            "main": _model_by_name(preset_obj.main.model_dump()),
-            "draft": _model_by_name(preset_obj.draft.model_dump()) if preset_obj.draft is not None else None,
-            "assistant_tokens": preset_obj.assistant_tokens,
+            "name": preset.name,
+            "description": preset.description,
+            "main": _model_by_name(preset.main.model_dump()),
+            "draft": _model_by_name(preset.draft.model_dump()) if preset.draft is not None else None,
+            "assistant_tokens": preset.assistant_tokens,
         },
         "settings": {
-            "modes": list(modes),
-            "methods": methods,
-            "assistant_tokens": ks,
-            "weights": [weights_label(f) for f in format_pairs],
-            "repeat": repeat,
-            "max_new_tokens": max_new_tokens,
-            "prompt_classes": list(dict.fromkeys(p.cls for p in chosen)),
+            "modes": list(plan.modes),
+            "methods": plan.methods,
+            "assistant_tokens": plan.ks,
+            "weights": [weights_label(f) for f in plan.format_pairs],
+            "repeat": plan.repeat,
+            "max_new_tokens": plan.max_new_tokens,
+            "prompt_classes": list(dict.fromkeys(p.cls for p in plan.prompts)),
             "limit_prompts": limit_prompts,
-            "exact": exact,
-            "tree": None if tree is None else {"branching_factor": tree[0], "tree_depth": tree[1]},
+            "exact": plan.exact,
+            "tree": None if plan.tree is None else {"branching_factor": plan.tree[0], "tree_depth": plan.tree[1]},
             "greedy": True,
             "max_ngram_size": GenerationSettings().max_ngram_size,
-            "race_threads_per_pipeline": race_thread_count if race_thread_count is not None else race_threads(),
+            "race_threads_per_pipeline": plan.race_thread_count if plan.race_thread_count is not None else race_threads(),
             "cores": cpu_cores(),
             "warmup_runs_per_config": 1,
             "std": "sample standard deviation (n-1); 0 for a single sample",
         },
-        "prompts": [{"id": p.id, "class": p.cls, "text": p.text} for p in chosen],
+        "prompts": [{"id": p.id, "class": p.cls, "text": p.text} for p in plan.prompts],
         "configs": [],
         "samples": [],
         "errors": [],
         "aggregates": [],
         "interrupted": False,
+        "weights": {},
     }
-    done = 0
 
-    def report(message: str) -> None:
-        progress(done, total, message)
+
+def _measure_weights(arena, plan: _Plan, fmt: tuple, result: dict, counter: _Counter, stop: threading.Event) -> None:
+    """One weight-format pair: prepared, then each mode × method loaded once and every K run on it."""
+    weights = weights_label(fmt)
+    counter(f"preparing models ({weights})")
+    pair = arena.prepare(plan.preset.name, lambda m: counter(f"preparing: {m}"), stop,
+                         main_format=fmt[0], draft_format=fmt[1])
+    # The prepared folders by name only: the JSON is handed to visitors (the Benchmark tab).
+    folders = {"main_folder": pair.main.name, "draft_folder": pair.draft.name if pair.draft is not None else None}
+    result["preset"].update(folders)
+    result["weights"][weights] = {"main_format": pair.main_format, "draft_format": pair.draft_format, **folders}
+    for mode in plan.modes:
+        for method in plan.methods:
+            runners = None  # let the cache drop the previous pair before loading the next
+            options = PipelineOptions(exact=plan.exact)
+            request = _request(plan.preset.name, mode, method, plan.ks[0], plan.max_new_tokens, options,
+                               plan.race_thread_count, fmt)
+            try:
+                runners = arena.runners(request, lambda m: counter(f"{weights} {mode} {METHOD_LABELS[method]}: {m}"))
+            except DemoError as e:
+                # Keep what other configurations measured; fail only if nothing ran (_raise_when_nothing_ran).
+                for k in plan.ks:
+                    result["errors"].append({**Config(mode, method, k, weights).as_dict(), "stage": "load",
+                                             "errors": {"pipelines": str(e)}})
+                counter.done += plan.per_config * len(plan.ks)
+                counter(f"{mode} {METHOD_LABELS[method]}: failed to load")
+                continue
+            ran = arena.prepared(request)
+            if ran is not None and ran.baseline is not None:  # this mode's baseline is the fastest main alone
+                result["weights"][weights][f"{mode}_baseline_format"] = ran.baseline_format
+            _measure_ks(arena, plan, request, runners, weights, result, counter, stop)
+
+
+def _measure_ks(arena, plan: _Plan, request, runners: dict, weights: str, result: dict, counter: _Counter,
+                stop: threading.Event) -> None:
+    """Every K on one loaded pair: a warm-up, then each prompt `repeat` times, a sample each."""
     from ..core.memory import rss_bytes
+    from ..engine.arena import how_it_ran, threads_for
 
-    result["weights"] = {}
-    try:
-        for fmt in format_pairs:
-            weights = weights_label(fmt)
-            report(f"preparing models ({weights})")
-            pair = arena.prepare(preset_obj.name, lambda m: report(f"preparing: {m}"), stop,
-                                 main_format=fmt[0], draft_format=fmt[1])
-            # The prepared folders by name only: the JSON is handed to visitors (the Benchmark tab).
-            folders = {"main_folder": pair.main.name, "draft_folder": pair.draft.name if pair.draft is not None else None}
-            result["preset"].update(folders)
-            result["weights"][weights] = {"main_format": pair.main_format, "draft_format": pair.draft_format, **folders}
-            for mode in modes:
-                for method in methods:
-                    runners = None  # let the cache drop the previous pair before loading the next
-                    options = PipelineOptions(exact=exact)
-                    request = _request(preset_obj.name, mode, method, ks[0], max_new_tokens, options, race_thread_count,
-                                       fmt)
-                    try:
-                        runners = arena.runners(request, lambda m: report(f"{weights} {mode} {METHOD_LABELS[method]}: {m}"))
-                    except DemoError as e:
-                        # Keep what other configurations measured; fail only if nothing ran (below).
-                        for k in ks:
-                            result["errors"].append({**Config(mode, method, k, weights).as_dict(), "stage": "load",
-                                                     "errors": {"pipelines": str(e)}})
-                        done += per_config * len(ks)
-                        report(f"{mode} {METHOD_LABELS[method]}: failed to load")
-                        continue
-                    ran = arena.prepared(request)
-                    if ran is not None and ran.baseline is not None:  # this mode's baseline is the fastest main alone
-                        result["weights"][weights][f"{mode}_baseline_format"] = ran.baseline_format
-                    threads = threads_for(request)
-                    loaded_rss = rss_bytes()  # the process with this pair loaded (and nothing else)
-                    for k in ks:
-                        config = Config(mode, method, k, weights)
-                        settings = settings_for(method, k)
-                        result["configs"].append({
-                            **config.as_dict(),
-                            "rss_loaded_bytes": loaded_rss,
-                            "threads_per_pipeline": threads,
-                            "how": how_it_ran("race" if mode == "race" else "fair", options, method, threads,
-                                              arena.loads_in_turn(request)),
-                        })
-                        report(f"{config.label()}: warm-up")
-                        warm = _measure(runners, mode, chosen[0].text, settings, stop)
-                        done += 1
-                        failed = {s: r.error for s, r in warm.items() if r.error}
-                        if failed:
-                            result["errors"].append({**config.as_dict(), "stage": "warm-up", "errors": failed})
-                            done += per_config - 1  # skip this configuration, keep the others
-                            report(f"{config.label()}: failed")
-                            continue
-                        for prompt in chosen:
-                            for r in range(repeat):
-                                report(f"{config.label()}: {prompt.id} #{r + 1}")
-                                runs = _measure(runners, mode, prompt.text, settings, stop)
-                                result["samples"].append(_sample(config, prompt, r, runs))
-                                done += 1
-                        report(f"{config.label()}: done")
-    except (KeyboardInterrupt, _Stopped):
-        result["interrupted"] = True
+    mode, method = ("race" if request.mode == "race" else "fair"), request.settings.method
+    threads = threads_for(request)
+    loaded_rss = rss_bytes()  # the process with this pair loaded (and nothing else)
+    for k in plan.ks:
+        config = Config(mode, method, k, weights)
+        settings = plan.settings(method, k)
+        result["configs"].append({**config.as_dict(), "rss_loaded_bytes": loaded_rss, "threads_per_pipeline": threads,
+                                  "how": how_it_ran(mode, request.options, method, threads,
+                                                    arena.loads_in_turn(request))})
+        counter(f"{config.label()}: warm-up")
+        warm = _measure(runners, mode, plan.prompts[0].text, settings, stop)
+        counter.done += 1
+        failed = {s: r.error for s, r in warm.items() if r.error}
+        if failed:
+            result["errors"].append({**config.as_dict(), "stage": "warm-up", "errors": failed})
+            counter.done += plan.per_config - 1  # skip this configuration, keep the others
+            counter(f"{config.label()}: failed")
+            continue
+        for prompt in plan.prompts:
+            for r in range(plan.repeat):
+                counter(f"{config.label()}: {prompt.id} #{r + 1}")
+                result["samples"].append(_sample(config, prompt, r, _measure(runners, mode, prompt.text, settings, stop)))
+                counter.done += 1
+        counter(f"{config.label()}: done")
+
+
+def _raise_when_nothing_ran(result: dict) -> None:
     if result["errors"] and not result["samples"] and not result["interrupted"]:
         first = result["errors"][0]
         side, message = next(iter(first["errors"].items()))
         if first["stage"] == "load":
             raise DemoError(message)
         raise DemoError(f"The {side} pipeline failed during the warm-up run: {message.rstrip('.')}.")
-    finished = time.time()
-    result["finished_at"] = _iso(finished)
-    result["duration_s"] = round(finished - started, 3)
-    result["aggregates"] = add_curves(aggregate(result["samples"]), result["samples"])
-    return BenchResult.model_validate(result)  # built as its JSON form, checked against the model
 
 
 def _make_arena(models: Optional[Path], cache_dir: Optional[Path]):
