@@ -359,7 +359,7 @@ MUTATIONS = [
         "bench: --tree checked against a chain",
         "the bench's K list is checked without the tree, so a K shallower than the tree starts loading models",
         "demo/bench/measure.py",
-        "        b, d = tree if tree is not None and method == \"eagle3\" else (None, None)",
+        "        b, d = self.tree if self.tree is not None and method == \"eagle3\" else (None, None)",
         "        b, d = (None, None)",
         ("tests/test_eagle3.py::test_the_bench_measures_an_eagle3_tree_and_refuses_one_without_a_head",),
     ),
@@ -835,8 +835,8 @@ MUTATIONS = [
         "bench: the JSON keeps model paths",
         "the Benchmark tab hands visitors the folders of this machine's models",
         "demo/bench/measure.py",
-        '            "main": _model_by_name(preset_obj.main.model_dump()),',
-        '            "main": preset_obj.main.model_dump(),',
+        '            "main": _model_by_name(preset.main.model_dump()),',
+        '            "main": preset.main.model_dump(),',
         ("tests/test_bench.py::test_the_json_names_no_model_path_of_this_machine",),
     ),
     Mutation(
@@ -1292,6 +1292,22 @@ MUTATIONS = [
         "        if self.method is not None and self.turns and method != self.method:",
         "        if False:",
         ("tests/test_chat.py::test_a_chat_keeps_its_speculative_method",),
+    ),
+    Mutation(
+        "calibration: a budget too small is found out by measuring",
+        "a memory budget the weight files alone exceed is refused only after minutes of measuring",
+        "demo/calibrate/calibration.py",
+        "    refuse_when_no_pair_can_fit(s)\n",
+        "",
+        ("tests/test_calibrate.py::test_nothing_fits_a_tiny_budget_and_nothing_is_measured_to_find_out",),
+    ),
+    Mutation(
+        "calibration: the weight-file floor counts the largest files",
+        "the budget check before measuring adds the largest main and draft files, refusing pairs that fit",
+        "demo/calibrate/calibration.py",
+        "    smallest = [min(weight_bytes(folder)",
+        "    smallest = [max(weight_bytes(folder)",
+        ("tests/test_calibration_steps.py::test_weight_files_too_big_for_the_budget_are_refused_before_any_stage",),
     ),
 ]
 
