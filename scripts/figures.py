@@ -124,7 +124,7 @@ LAUNCHES = {
 LAUNCH_STORIES = {"zen4": "docs/measurements/2026-12-07-1-zen4-launch-profiles.md",
                   "xeon-amx": "docs/measurements/2026-12-07-3-xeon-amx-launch-and-headline.md"}
 # scripts/time_suite.py on a clean clone, one per CPU class measured (the slowest decides the 30-minute bound)
-TEST_RUNS = ("test-suite-zen4-2026-12-07-final-clean-clone.json", "test-suite-xeon-amx-2026-12-08-clean-clone-1.json")
+TEST_RUNS = ("test-suite-zen4-2026-12-07-final-clean-clone.json", "test-suite-xeon-amx-2026-12-08-clean-clone-2.json")
 # The current headline of each CPU class: fair mode (scripts/headline.py), race mode (scripts/race_headline.py).
 HEADLINES = {"zen4": ("headline-zen4-2026-12-07-fair.json", "race-headline-zen4-2026-12-07.json"),
              "xeon-amx": ("headline-xeon-amx-2026-12-07-fair.json", "race-headline-xeon-amx-2026-12-07.json")}

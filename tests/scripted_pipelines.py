@@ -37,8 +37,10 @@ _TOKENIZING = threading.Lock()
 
 @functools.lru_cache(maxsize=4)
 def _answer(folder: str) -> tuple[tuple[int, ...], tuple[str, ...]]:
-    """ANSWER's token ids in `folder`'s tokenizer and the text each adds, worked out once: two
-    threads in one OpenVINO tokenizer's encode at once hung a test, and a run needs no tokenizer."""
+    """ANSWER's token ids in `folder`'s tokenizer and the text each adds, worked out once, so a
+    run needs no tokenizer. Under a lock: the two sides working this out at once in one shared
+    tokenizer hung a test (2026-12-08; both threads inside `encode`), though the arena's own sides
+    count their prompts at once in every race without trouble; the cause was not pinned down."""
     from demo.engine.pipelines import shared_tokenizer
 
     with _TOKENIZING:

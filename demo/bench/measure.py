@@ -77,10 +77,11 @@ def run_bench(
         raise DemoError("No prompts to run; choose at least one prompt class.")
     if arena is None:
         arena = _make_arena(models, cache_dir)
-    plan = _Plan(arena.presets.get(preset), modes, [], [], chosen, list(dict.fromkeys(formats or [(None, None)])),
-                 repeat, max_new_tokens, exact, tree, race_thread_count)
-    plan.ks = list(dict.fromkeys(assistant_tokens or [arena.default_assistant_tokens(plan.preset.name)]))
-    plan.methods = _methods(plan, methods, prompt_lookup)
+    preset_obj = arena.presets.get(preset)
+    ks = list(dict.fromkeys(assistant_tokens or [arena.default_assistant_tokens(preset_obj.name)]))
+    plan = _Plan(preset_obj, modes, _methods(preset_obj, methods, prompt_lookup, tree), ks, chosen,
+                 list(dict.fromkeys(formats or [(None, None)])), repeat, max_new_tokens, exact, tree, race_thread_count)
+    plan.check_settings()
     result = _header(plan, started, limit_prompts)
     counter = _Counter(progress, len(plan.configs()) * plan.per_config)
     stop = stop or threading.Event()
@@ -121,6 +122,12 @@ class _Plan:
         return [Config(m, meth, k, weights_label(f)) for f in self.format_pairs for m in self.modes
                 for meth in self.methods for k in self.ks]
 
+    def check_settings(self) -> None:
+        """Every K with every method, before anything loads (with a tree: at least its depth, at most its guesses)."""
+        for k in self.ks:
+            for method in self.methods:
+                self.settings(method, k)
+
     def settings(self, method: str, k: int) -> GenerationSettings:
         b, d = self.tree if self.tree is not None and method == "eagle3" else (None, None)
         return GenerationSettings(max_new_tokens=self.max_new_tokens, method=method, assistant_tokens=k,
@@ -137,21 +144,17 @@ class _Counter:
         self.progress(self.done, self.total, message)
 
 
-def _methods(plan: _Plan, methods: Optional[Sequence[str]], prompt_lookup: bool) -> list:
+def _methods(preset: Preset, methods: Optional[Sequence[str]], prompt_lookup: bool,
+             tree: Optional[tuple[int, int]]) -> list:
     """`methods` as asked; else a draft model's or a head's method (Preset.default_method), then
-    prompt lookup if asked; every K checked against each before anything loads (with a tree:
-    at least its depth, at most its guesses)."""
-    preset = plan.preset
+    prompt lookup if asked."""
     if methods:
         chosen = list(dict.fromkeys(methods))
     else:
         chosen = ([preset.default_method] if preset.draft is not None else []) + (["prompt_lookup"] if prompt_lookup else [])
-    if plan.tree is not None and "eagle3" not in chosen:
+    if tree is not None and "eagle3" not in chosen:
         raise DemoError(f"Tree drafting (--tree) needs an EAGLE-3 head, and the draft of {preset.name!r} is not one; "
                         "choose a preset whose draft is a head, or leave --tree out.")
-    for k in plan.ks:
-        for method in chosen:
-            plan.settings(method, k)
     if not chosen:
         raise DemoError(f"Preset {preset.name!r} has no draft model; add --prompt-lookup to measure prompt lookup.")
     return chosen
