@@ -3,7 +3,7 @@ that races the preset's examples by itself and gives way to a visitor at once.
 
 What the loop did is judged where the tokens are made (the engine_runs spy on the runners) and
 on the scoreboard database, read with sqlite3. The loop is the page's, so the pipelines are
-scripted (tests/scripted_pipelines.py): the real arena, admission and page, no OpenVINO.
+scripted (tests/scripted_pipelines.py): the real arena, admission and page, no OpenVINO pipeline.
 """
 
 import time

@@ -29,7 +29,8 @@ from .conftest import SMOLLM2, _free_port
 STAND_INS = "tests.native_stand_ins"
 PROMPT = "Write a Python function that reverses a string."
 # These calibrations are about crashes and resuming, not measuring: every stage of the full
-# plan runs, each on the fewest samples it takes (the full plan's took 96 s of one test).
+# plan runs, each on the fewest samples it takes (96 to 84 s for the longest test: a stage's
+# cost is mostly its child process and its compiles).
 QUICK = Plan("quick", repeats=2, draft_repeats=3, overhead_prompts=1, overhead_new_tokens=16, overhead_at_k1=False,
              plain_rounds=2, plain_prompts=1, plain_new_tokens=8)
 
