@@ -270,11 +270,12 @@ def tests(root: Path) -> str:
     runs = []
     for name in TEST_RUNS:
         clean = record(name, root)
-        runs.append(f"{clean['seconds'] / 60:.0f} minutes on a 2-core {cpu_class(clean['machine'])} "
+        runs.append(f"{clean['seconds'] / 60:.0f} minutes{' with the install' if clean['installed_first'] else ''} "
+                    f"on a 2-core {cpu_class(clean['machine'])} "
                     f"({date_of(name)}: {clean['pytest'].split(' in ')[0]})")
     return ("On a fresh Debian/Ubuntu machine with Python 3.11+ it installs what the tests need (a `.venv`, the "
             "requirements, the SmolLM2 fixture, Debian's Chromium) and runs the whole suite, one test file per core, "
-            f"on a clean clone with the install: {', '.join(runs)}; `.ci/run` calls exactly this.\n")
+            f"on a clean clone: {', '.join(runs)}; `.ci/run` calls exactly this.\n")
 
 
 def flags_line(machine: dict) -> str:

@@ -314,7 +314,7 @@ LONG_FUNCTIONS: dict[str, tuple[int, str]] = {
     "demo/calibrate/measure.py:pipeline_overhead": (101, "one stage child's timing loop over K, interleaved "
                                                          "with the baseline; its state lives in the child"),
     "demo/web/chat_tab.py:build": (85, "a tab's layout and handlers in one Blocks context"),
-    "demo/calibrate/plain.py:plain_rates": (88, "one stage child's interleaved rotation of plain pipelines"),
+    "demo/calibrate/plain.py:plain_rates": (87, "one stage child's interleaved rotation of plain pipelines"),
     "demo/web/recordings_tab.py:build": (86, "a tab's layout and handlers in one Blocks context"),
     "demo/calibrate/stages.py:measure_main": (86, "one stage child: a main's curves, answers and reads, resumable"),
     "demo/serve/merge.py:merge_sides": (68, "two sides' event streams merged in one loop"),

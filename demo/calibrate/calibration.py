@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import threading
 import time
-from pathlib import Path
 from dataclasses import asdict
 from typing import Callable, Optional, Sequence
 
@@ -46,6 +45,7 @@ from ..core.errors import DemoError
 from ..core.placement import BASELINE_ATTENTIONS
 from ..models.calibration_result import Calibration, split_plain_key
 from ..models.calibration_store import CALIBRATION_VERSION, cache_path, fingerprint, stages_path
+from ..models.folders import weight_bytes
 from ..models.sources import has_formats
 from .cost_model import median as cost_model_median
 from .cost_model import (PLAIN_MARGIN, RACE_MARGIN, STATEFUL_MARGIN, choose_timed, overhead_ks, pair_of,
@@ -151,9 +151,6 @@ def refuse_when_no_pair_can_fit(s: Setup) -> None:
     smallest main's and the smallest draft's files together exceed the budget, no pair can
     fit and minutes of measuring would end in the same sentence (choose_precision_and_quality
     refuses later on the measured sizes)."""
-    def weight_bytes(folder) -> int:
-        return sum(f.stat().st_size for f in Path(folder).glob("openvino_model.bin"))
-
     smallest = [min(weight_bytes(folder) for (r, _), folder in s.folders.items() if r == role)
                 for role in ("main", "draft")]
     if sum(smallest) > s.budget:

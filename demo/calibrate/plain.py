@@ -5,11 +5,11 @@ baseline a visitor's speedup is read against (demo.calibrate.stages.measure_plai
 from __future__ import annotations
 
 import threading
-from pathlib import Path
 from typing import Callable, Optional, Sequence
 
 from ..core.errors import DemoError
 from ..models.calibration_result import backend_words, plain_key, split_plain_key
+from ..models.folders import weight_bytes
 from .measure import WARMUP_TOKENS, decode_tok_s
 
 
@@ -38,8 +38,7 @@ def plain_rates(folders: dict, prompts: Sequence[str], max_new_tokens: int, thre
     from ..engine.pipelines import PairKey, build_side
 
     formats = [k for k in (plain_key(f, a) for f in folders for a in attentions) if k not in skip]
-    sizes = {f: 2 * sum(p.stat().st_size for p in Path(folders[split_plain_key(f)[0]]).glob("openvino_model.bin"))
-             for f in formats}
+    sizes = {f: 2 * weight_bytes(folders[split_plain_key(f)[0]]) for f in formats}
     together = sum(sizes.values()) <= budget_bytes()
     settings = GenerationSettings(max_new_tokens=max_new_tokens)
     rates: dict = {f: [] for f in formats}

@@ -18,7 +18,7 @@ from ..core import placement
 from ..core.errors import DemoError
 from ..core.settings import FREE_DRAFT, METHOD_NAMES, GenerationSettings, PipelineOptions, uses_draft_model
 from ..core.streaming import BASELINE, SIDES, SPECULATIVE
-from ..models.folders import max_context
+from ..models.folders import max_context, weight_bytes
 from . import kv_capacity
 from .openvino_runner import OpenVINORunner, check_fits, count_tokens, first_line, scheduler_config, template
 
@@ -118,11 +118,9 @@ class PipelineCache:
         """
         if (key, sides) in self._sizes:
             return self._sizes[(key, sides)]
-        def weights(folder: Path) -> int:
-            return sum(f.stat().st_size for f in folder.glob("openvino_model.bin"))
-        main = weights(Path(key.main))
-        draft = weights(Path(key.draft)) if key.draft else 0
-        per_side = {BASELINE: 2 * weights(Path(key.main_of(BASELINE))), SPECULATIVE: 2 * (main + draft) + kv_pool_bytes(key)}
+        main = weight_bytes(key.main)
+        draft = weight_bytes(key.draft) if key.draft else 0
+        per_side = {BASELINE: 2 * weight_bytes(key.main_of(BASELINE)), SPECULATIVE: 2 * (main + draft) + kv_pool_bytes(key)}
         return sum(per_side[side] for side in sides)
 
     def fits(self, key: PairKey, sides: tuple = SIDES) -> bool:

@@ -135,6 +135,12 @@ def remove_stale_scratch(root: Path) -> list[str]:
     return removed
 
 
+def weight_bytes(folder) -> int:
+    """Bytes of an IR folder's weight file (0 where it has none): what a loaded model holds at
+    least, and where the memory estimates start."""
+    return sum(f.stat().st_size for f in Path(folder).glob("openvino_model.bin"))
+
+
 def max_context(folder: Path) -> Optional[int]:
     """Tokens a model can attend to, from its config.json when it has one (hub and
     optimum exports do) or from the context length recorded at prepare time."""
